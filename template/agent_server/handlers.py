@@ -1,0 +1,55 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""The @invoke and @stream endpoints: render the history, run the agent, return replayable items."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agents import Runner
+from agents.items import MessageOutputItem, RunItem
+from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
+from mlflow.genai.agent_server import invoke, stream
+from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
+
+from agent_server import llm
+from agent_server.agent import create_agent
+from agent_server.history import render_history
+from agent_server.output_items import replayable_id, to_output_item
+
+
+def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
+    """The request's history, rendered for the configured API mode."""
+    items = [item.model_dump() for item in request.input]
+    return render_history(items, api=llm.settings().api)
+
+
+@invoke()
+async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
+    result = await Runner.run(create_agent(), model_input(request))
+    outputs = (to_output_item(run_item.raw_item) for run_item in result.new_items)
+    return ResponsesAgentResponse(output=[item for item in outputs if item is not None])
+
+
+@stream()
+async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
+    result = Runner.run_streamed(create_agent(), input=model_input(request))
+    message_id = replayable_id("message", None)
+    async for event in result.stream_events():
+        if isinstance(event, RawResponsesStreamEvent):
+            data = event.data
+            if data.type == "response.output_item.added" and getattr(data.item, "type", None) == "message":
+                # One id per message, shared by its deltas and its final item.
+                message_id = replayable_id("message", data.item.id)
+            elif data.type == "response.output_text.delta":
+                yield ResponsesAgentStreamEvent(type="response.output_text.delta", item_id=message_id, delta=data.delta)
+        elif isinstance(event, RunItemStreamEvent):
+            item = _done_item(event.item, message_id)
+            if item is not None:
+                yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
+
+
+def _done_item(run_item: RunItem, message_id: str) -> dict[str, Any] | None:
+    if isinstance(run_item, MessageOutputItem):
+        return to_output_item(run_item.raw_item, message_id=message_id)
+    return to_output_item(run_item.raw_item)

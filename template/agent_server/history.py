@@ -1,0 +1,299 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""The render boundary: chat history in whatever shape a client sent, out as
+items that every supported openai-agents version accepts in both API modes.
+
+Stdlib only, on purpose: no SDK or MLflow import, so these rules can be read
+and tested on their own. The handlers call `render_history` on every request,
+and the request guard calls it before MLflow's validation.
+
+Why a render step is needed (measured on openai-agents 0.4-0.24, mlflow 3.5-3.17):
+- MLflow's `ResponsesAgentRequest` drops the `id` of assistant messages and
+  adds `"status": None`. openai-agents >= 0.19 then rejects the item in
+  chat-completions mode (`UserError: Unhandled item type or structure`).
+- In Responses mode the SDK forwards items untouched, so a null `status`, a
+  client-made id or a chat-completions-shaped message reaches the API as is.
+
+The rules (each one is tested in tests/test_history.py):
+- user, system and developer messages: `{"role", "content"}`. Text parts become
+  `input_text`; chat-completions `image_url` and `file` parts become
+  `input_image` and `input_file`.
+- assistant messages: `{"role": "assistant", "content": "<text>"}`. Text and
+  refusal parts are joined with "\n", as the SDK itself joins them; None is "".
+- an assistant message with chat-completions `tool_calls`: its text message (if
+  it has text), then one `function_call` per call.
+- a chat-completions `role: "tool"` message: a `function_call_output`.
+- `function_call` keeps `call_id`, `name`, `arguments`; `function_call_output`
+  keeps `call_id`, `output`. Ids are dropped: client-made ids (UUIDs) are
+  rejected by the Responses API, and neither API needs them.
+- a call with no output (a stream the user stopped) is answered with
+  INTERRUPTED_CALL_OUTPUT; an output with no earlier call is a HistoryError.
+- an output that arrives after other items is moved to follow its call: both
+  APIs need every call answered before the next message.
+- `reasoning` items are dropped (and logged): reasoning belongs to the turn
+  that produced it, and client-made reasoning ids are rejected.
+- `compaction` and `item_reference` items are kept in Responses mode and are a
+  HistoryError in chat-completions mode, which cannot read them.
+- None-valued keys (`status: None`, ...) are stripped.
+- anything else is a HistoryError naming the item's index.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
+
+ApiMode = Literal["chat_completions", "responses"]
+
+INTERRUPTED_CALL_OUTPUT = "Error: this tool call was interrupted before it returned a result."
+
+# Items only the Responses API can read; the chat-completions converter rejects them.
+RESPONSES_ONLY_TYPES = frozenset({"compaction", "item_reference"})
+DROPPED_TYPES = frozenset({"reasoning"})
+INPUT_ROLES = frozenset({"user", "system", "developer"})
+TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
+
+
+class HistoryError(ValueError):
+    """An item that cannot be rendered. `index` is its position in the input."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        self.index = index
+        self.reason = reason
+        super().__init__(f"input[{index}]: {reason}")
+
+
+def render_history(items: Sequence[Any], api: ApiMode = "chat_completions") -> list[dict[str, Any]]:
+    """Render `items` (Responses or chat-completions shaped) for `Runner.run`.
+
+    Idempotent: rendering the output again returns it unchanged.
+    Raises `HistoryError` for an item that cannot be rendered.
+    """
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise TypeError(f"history must be a list of items, got {type(items).__name__}")
+    rendered: list[tuple[int, dict[str, Any]]] = []
+    for index, item in enumerate(items):
+        rendered.extend((index, out) for out in _render_item(item, index, api))
+    return _pair_calls_with_outputs(rendered)
+
+
+def _render_item(item: Any, index: int, api: ApiMode) -> list[dict[str, Any]]:
+    if not isinstance(item, Mapping):
+        raise HistoryError(index, f"expected an object, got {_json_type(item)}")
+    item_type = item.get("type")
+    if item_type in (None, "message") and "role" in item:
+        return _render_message(item, index)
+    if item_type == "function_call":
+        return [_function_call(item.get("call_id"), item.get("name"), item.get("arguments"), index)]
+    if item_type == "function_call_output":
+        return [_function_call_output(item.get("call_id"), item.get("output"), index)]
+    if item_type in DROPPED_TYPES:
+        logger.info("history: input[%d] is a %s item, which is not replayed", index, item_type)
+        return []
+    if item_type in RESPONSES_ONLY_TYPES:
+        if api == "responses":
+            return [_strip_none(item)]
+        raise HistoryError(
+            index,
+            f"a {item_type!r} item can only be read by the Responses API; "
+            "set LLM_API=responses or leave it out of the history",
+        )
+    if item_type is None:
+        raise HistoryError(index, "item has neither 'type' nor 'role'")
+    raise HistoryError(index, f"item type {item_type!r} is not supported")
+
+
+def _render_message(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
+    role = item["role"]
+    content = item.get("content")
+    if role in INPUT_ROLES:
+        return [{"role": role, "content": _input_content(content, index)}]
+    if role == "assistant":
+        text = _assistant_text(content, index)
+        tool_calls = item.get("tool_calls") or []
+        if not isinstance(tool_calls, list):
+            raise HistoryError(index, "'tool_calls' must be a list")
+        rendered = [{"role": "assistant", "content": text}] if text or not tool_calls else []
+        rendered.extend(_chat_tool_call(call, index) for call in tool_calls)
+        return rendered
+    if role == "tool":
+        return [_function_call_output(item.get("tool_call_id"), content, index, key="tool_call_id")]
+    raise HistoryError(index, f"role {role!r} is not supported")
+
+
+def _assistant_text(content: Any, index: int) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise HistoryError(index, f"assistant content must be text or a list, got {_json_type(content)}")
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, Mapping) and part.get("type") in TEXT_PART_TYPES:
+            texts.append(_required_str(part, "text", index))
+        elif isinstance(part, Mapping) and part.get("type") == "refusal":
+            # Kept as text so the model still sees what it refused.
+            texts.append(_required_str(part, "refusal", index))
+        else:
+            raise HistoryError(index, f"assistant content part {_part_name(part)} is not supported")
+    return "\n".join(texts)
+
+
+def _input_content(content: Any, index: int) -> str | list[dict[str, Any]]:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise HistoryError(index, f"content must be text or a list, got {_json_type(content)}")
+    return [_input_part(part, index) for part in content]
+
+
+def _input_part(part: Any, index: int) -> dict[str, Any]:
+    """One user-side content part, as the Responses API names it."""
+    if isinstance(part, str):
+        return {"type": "input_text", "text": part}
+    part_type = part.get("type") if isinstance(part, Mapping) else None
+    if part_type in TEXT_PART_TYPES:
+        return {"type": "input_text", "text": _required_str(part, "text", index)}
+    if part_type == "input_image":
+        image = _strip_none(part)
+        image.setdefault("detail", "auto")  # required by the Responses API
+        return image
+    if part_type == "image_url":  # chat-completions shape
+        payload = part.get("image_url")
+        url = payload.get("url") if isinstance(payload, Mapping) else payload
+        if not isinstance(url, str) or not url:
+            raise HistoryError(index, "an 'image_url' part needs a URL")
+        detail = payload.get("detail") if isinstance(payload, Mapping) else None
+        return {"type": "input_image", "image_url": url, "detail": detail or "auto"}
+    if part_type == "input_file":
+        return _strip_none(part)
+    if part_type == "file":  # chat-completions shape
+        payload = part.get("file")
+        if not isinstance(payload, Mapping):
+            raise HistoryError(index, "a 'file' part needs a 'file' object")
+        return {"type": "input_file", **_strip_none(payload)}
+    raise HistoryError(index, f"content part {_part_name(part)} is not supported")
+
+
+def _chat_tool_call(call: Any, index: int) -> dict[str, Any]:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping):
+        raise HistoryError(index, "each of 'tool_calls' needs a 'function' object")
+    return _function_call(call.get("id"), function.get("name"), function.get("arguments"), index, key="id")
+
+
+def _function_call(call_id: Any, name: Any, arguments: Any, index: int, key: str = "call_id") -> dict[str, Any]:
+    if not isinstance(call_id, str) or not call_id:
+        raise HistoryError(index, f"a tool call needs a '{key}' string")
+    if not isinstance(name, str) or not name:
+        raise HistoryError(index, "a tool call needs a 'name' string")
+    if arguments in (None, ""):
+        arguments = "{}"  # what the SDK sends for a call without arguments
+    elif not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    return {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
+
+
+def _function_call_output(call_id: Any, output: Any, index: int, key: str = "call_id") -> dict[str, Any]:
+    if not isinstance(call_id, str) or not call_id:
+        raise HistoryError(index, f"a tool output needs a '{key}' string")
+    return {"type": "function_call_output", "call_id": call_id, "output": _tool_output(output, index)}
+
+
+def _tool_output(output: Any, index: int) -> str | list[dict[str, Any]]:
+    if output is None:
+        return ""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        parts = [_input_part(part, index) for part in output]
+        if all(part["type"] == "input_text" for part in parts):
+            return "\n".join(part["text"] for part in parts)
+        return parts
+    return json.dumps(output)  # a tool that returned a JSON value
+
+
+def _pair_calls_with_outputs(rendered: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Put each call's output right after its run of calls, in call order.
+
+    Both APIs require every call to be answered before the next message, so an
+    output that arrives later is moved up, and a call that was never answered
+    (a stream the user stopped) gets an output that says so.
+    """
+    outputs: dict[str, dict[str, Any]] = {}
+    calls_seen: set[str] = set()
+    for index, item in rendered:
+        call_id = item.get("call_id")
+        if item.get("type") == "function_call":
+            if call_id in calls_seen:
+                raise HistoryError(index, f"call_id {call_id!r} is used by two tool calls")
+            calls_seen.add(call_id)
+        elif item.get("type") == "function_call_output":
+            if call_id not in calls_seen:
+                raise HistoryError(index, f"tool output for call_id {call_id!r} has no tool call before it")
+            if call_id in outputs:
+                raise HistoryError(index, f"call_id {call_id!r} has a second tool output")
+            outputs[call_id] = item
+
+    paired: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for _, item in rendered:
+        item_type = item.get("type")
+        if item_type == "function_call":
+            paired.append(item)
+            pending.append(item["call_id"])
+            continue
+        paired.extend(_answers(pending, outputs))
+        pending = []
+        if item_type != "function_call_output":
+            paired.append(item)
+    paired.extend(_answers(pending, outputs))
+    return paired
+
+
+def _answers(call_ids: list[str], outputs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    answers = []
+    for call_id in call_ids:
+        output = outputs.get(call_id)
+        if output is None:
+            logger.info("history: tool call %r has no output; marking it interrupted", call_id)
+            output = {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_CALL_OUTPUT}
+        answers.append(output)
+    return answers
+
+
+def _strip_none(value: Any) -> Any:
+    """A copy without None-valued keys, at every depth."""
+    if isinstance(value, Mapping):
+        return {key: _strip_none(inner) for key, inner in value.items() if inner is not None}
+    if isinstance(value, list):
+        return [_strip_none(inner) for inner in value]
+    return value
+
+
+def _required_str(part: Mapping[str, Any], key: str, index: int) -> str:
+    value = part.get(key)
+    if not isinstance(value, str):
+        raise HistoryError(index, f"a {part.get('type')!r} part needs a '{key}' string")
+    return value
+
+
+def _part_name(part: Any) -> str:
+    if isinstance(part, Mapping):
+        return repr(part.get("type"))
+    return f"of type {_json_type(part)}"
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    if value is None:
+        return "null"
+    return next((name for kind, name in names.items() if isinstance(value, kind)), type(value).__name__)

@@ -1,0 +1,50 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Turn the SDK's run items into output items a client can replay as they are.
+
+The SDK's items carry what a replay must not: in chat-completions mode every id is
+the placeholder "__fake_id__", and openai 3.x models dump `async`, `caller` and
+`namespace` as null. Ids here are either ones the Responses API accepts (`msg_`,
+`fc_`, `rs_` prefixes) or absent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel
+
+ID_PREFIXES = {"message": "msg_", "function_call": "fc_", "reasoning": "rs_"}
+
+
+def new_id(item_type: str) -> str:
+    return f"{ID_PREFIXES[item_type]}{uuid.uuid4().hex}"
+
+
+def replayable_id(item_type: str, current: Any) -> str:
+    """Keep an id the Responses API would accept; replace anything else."""
+    prefix = ID_PREFIXES[item_type]
+    if isinstance(current, str) and current.startswith(prefix) and len(current) > len(prefix):
+        return current
+    return new_id(item_type)
+
+
+def to_output_item(raw_item: Any, message_id: str | None = None) -> dict[str, Any] | None:
+    """One SDK item (pydantic model or dict) as a clean output item, or None if it is not one a client replays."""
+    if isinstance(raw_item, BaseModel):
+        item = raw_item.model_dump(mode="json", by_alias=True, exclude_none=True)
+    else:
+        item = {key: value for key, value in dict(raw_item).items() if value is not None}
+    item_type = item.get("type")
+    if item_type == "message":
+        item["id"] = message_id or replayable_id("message", item.get("id"))
+        item.setdefault("status", "completed")
+    elif item_type in ("function_call", "reasoning"):
+        item["id"] = replayable_id(item_type, item.get("id"))
+    elif item_type == "function_call_output":
+        item.pop("id", None)
+        if not isinstance(item.get("output"), str):
+            item["output"] = str(item.get("output", ""))
+    else:
+        return None
+    return item

@@ -1,0 +1,40 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""Fixtures that run the real app (AgentServer, handlers, SDK) against the in-process offline model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from agent_server import llm
+
+API_MODES = ["chat_completions", "responses"]
+
+
+@pytest.fixture(params=API_MODES)
+def api_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("LLM_PROVIDER", "offline")
+    monkeypatch.setenv("LLM_MODEL", "offline")
+    monkeypatch.setenv("LLM_API", request.param)
+    return request.param
+
+
+@pytest.fixture
+def model_log() -> Iterator[list[dict[str, Any]]]:
+    """Every request the offline model answered during the test; each must have been a 200."""
+    log = llm.offline_app().state.request_log
+    log.clear()
+    yield log
+    failures = [entry for entry in log if entry["status"] != 200]
+    assert not failures, f"the offline model answered {len(failures)} request(s) with an error: {failures}"
+
+
+@pytest.fixture
+def app_client(api_mode: str, model_log: list[dict[str, Any]]) -> Iterator[TestClient]:
+    from agent_server.start_server import app
+
+    with TestClient(app) as client:
+        yield client

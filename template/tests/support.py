@@ -1,0 +1,82 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""Talk to the app the way clients do: post history, read output items, replay them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+
+class Chat:
+    """A client that keeps history the way chat UIs do, and talks to /invocations."""
+
+    def __init__(self, client: TestClient, stream: bool) -> None:
+        self.client = client
+        self.stream = stream
+        self.history: list[dict[str, Any]] = []
+
+    def send(self, text: str, replay: str = "chat_ui") -> list[dict[str, Any]]:
+        """Send one user turn; return the output items and add the turn to the history."""
+        self.history.append({"role": "user", "content": text})
+        items = post(self.client, self.history, self.stream)
+        self.history.extend(replayed(items, replay))
+        return items
+
+
+def post(client: TestClient, history: list[dict[str, Any]], stream: bool) -> list[dict[str, Any]]:
+    """POST /invocations and return the output items, streaming or not."""
+    response = client.post("/invocations", json={"input": history, "stream": stream})
+    assert response.status_code == 200, response.text
+    if not stream:
+        return response.json()["output"]
+    events = sse_events(response.text)
+    errors = [event for event in events if "error" in event]
+    assert not errors, errors
+    items = [event["item"] for event in events if event.get("type") == "response.output_item.done"]
+    for item in items:
+        if item["type"] == "message":
+            deltas = [
+                e["delta"]
+                for e in events
+                if e.get("type") == "response.output_text.delta" and e["item_id"] == item["id"]
+            ]
+            assert "".join(deltas) == message_text(item), "streamed deltas must add up to the final message"
+    return items
+
+
+def sse_events(body: str) -> list[dict[str, Any]]:
+    events = []
+    for line in body.splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            events.append(json.loads(line[len("data: ") :]))
+    return events
+
+
+def replayed(items: list[dict[str, Any]], replay: str) -> list[dict[str, Any]]:
+    """How a client sends the app's output back on the next turn.
+
+    - "exact": the items as the app returned them.
+    - "chat_ui": a chat UI's replay: assistant text as an id-less output_text message.
+    """
+    if replay == "exact":
+        return [dict(item) for item in items]
+    out = []
+    for item in items:
+        if item["type"] == "message":
+            text = message_text(item)
+            out.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]})
+        else:
+            out.append(dict(item))
+    return out
+
+
+def message_text(item: dict[str, Any]) -> str:
+    return "\n".join(part["text"] for part in item["content"] if part["type"] == "output_text")
+
+
+def reply_text(items: list[dict[str, Any]]) -> str:
+    messages = [item for item in items if item["type"] == "message"]
+    assert messages, f"no assistant message in {items}"
+    return message_text(messages[-1])

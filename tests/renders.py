@@ -1,0 +1,64 @@
+"""Render the template with the real copier and run the real uv in the result."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import copier
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "template"
+
+# Answer sets that cover every provider and both API modes, with and without CI.
+MATRIX: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    **{
+        f"{provider}-{api}": {"llm_provider": provider, "llm_api": api}
+        for provider in ("offline", "openai", "databricks")
+        for api in ("chat_completions", "responses")
+    },
+    "no-ci": {"github_ci": False, "app_name": "support-bot-2"},
+}
+
+
+def render(dest: Path, data: dict[str, Any] | None = None, src: Path | str = ROOT, vcs_ref: str | None = "HEAD") -> Path:
+    """`copier copy` with default answers plus `data`, never trusted (unsafe=False)."""
+    copier.run_copy(
+        str(src), str(dest), data=data or {}, defaults=True, vcs_ref=vcs_ref, unsafe=False, quiet=True
+    )
+    return dest
+
+
+def uv_binary() -> str:
+    found = os.environ.get("UV") or shutil.which("uv")
+    assert found, "uv is not installed: run the tests through scripts/test"
+    return found
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment for a command inside a render: no outer venv, no LLM settings."""
+    drop = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH", "LLM_", "OPENAI_", "DATABRICKS_")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(drop)}
+    env.update(extra)
+    return env
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run a command and fail with its whole output if it fails."""
+    result = subprocess.run(
+        args, cwd=cwd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def uv(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return run([uv_binary(), *args], cwd=cwd, env=env, timeout=timeout)
+
+
+def rendered_files(app: Path) -> list[Path]:
+    return [path for path in app.rglob("*") if path.is_file() and ".venv" not in path.parts and ".git" not in path.parts]

@@ -1,0 +1,62 @@
+"""copier.yml stays a safe template with validated answers."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from renders import ROOT, render
+
+CONFIG = yaml.safe_load((ROOT / "copier.yml").read_text())
+
+
+def test_needs_no_trust():
+    # _tasks, Jinja extensions and version-less migrations are what make copier ask for --trust.
+    assert "_tasks" not in CONFIG
+    assert "_jinja_extensions" not in CONFIG
+    for migration in CONFIG.get("_migrations", []):
+        assert isinstance(migration, dict) and migration.get("version"), migration
+
+
+def test_settings():
+    assert CONFIG["_subdirectory"] == "template"
+    assert CONFIG["_answers_file"] == ".copier-answers.yml"
+    assert "uv.lock" in CONFIG["_skip_if_exists"]
+    assert CONFIG["_min_copier_version"]
+    assert "uv lock" in CONFIG["_message_after_update"]
+    assert "uv run start-app" in CONFIG["_message_after_copy"]
+
+
+def test_every_question_has_help():
+    questions = {name: spec for name, spec in CONFIG.items() if not name.startswith("_")}
+    assert {"app_name", "description", "llm_provider", "llm_model", "llm_api", "github_ci"} <= questions.keys()
+    for name, spec in questions.items():
+        assert spec.get("help"), f"question {name} has no help text"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("My-Agent", "only lowercase letters, digits and hyphens"),
+        ("my_agent", "only lowercase letters, digits and hyphens"),
+        ("a", "2 to 30 characters"),
+        ("a" * 31, "2 to 30 characters"),
+        ("1agent", "must start with a lowercase letter"),
+        ("agent-", "must not end with a hyphen"),
+        ("my--agent", "two hyphens in a row"),
+    ],
+)
+def test_bad_app_names_are_rejected(tmp_path, name, message):
+    with pytest.raises(ValueError, match=message):
+        render(tmp_path / "app", {"app_name": name})
+    assert not (tmp_path / "app" / "pyproject.toml").exists()
+
+
+@pytest.mark.parametrize("answers", [{"description": "  "}, {"llm_model": "two words"}])
+def test_other_validators(tmp_path, answers):
+    with pytest.raises(ValueError):
+        render(tmp_path / "app", answers)
+
+
+def test_bad_choice_is_rejected(tmp_path):
+    with pytest.raises(ValueError):
+        render(tmp_path / "app", {"llm_provider": "anthropic"})
