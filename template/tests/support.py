@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -80,3 +83,32 @@ def reply_text(items: list[dict[str, Any]]) -> str:
     messages = [item for item in items if item["type"] == "message"]
     assert messages, f"no assistant message in {items}"
     return message_text(messages[-1])
+
+
+class ServerThread:
+    """Serve an ASGI app with uvicorn on a free loopback port, in a thread of this process."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
