@@ -1,29 +1,17 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The web app: MLflow's AgentServer with the request guard, and the `start-app` command."""
+"""The `start-app` command: check the configuration, then serve agent_server.app on a port.
+
+The configuration is checked before the app is imported, so a missing credential
+fails in a moment with a message that names what to set.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
-import uvicorn
-from agents import set_tracing_disabled
-from mlflow.genai.agent_server import AgentServer
-
-import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
 from agent_server import llm
-from agent_server.request_guard import RequestGuard
-
-# The SDK's own tracing exports to OpenAI's servers; this app traces with MLflow instead.
-set_tracing_disabled(True)
-
-agent_server = AgentServer("ResponsesAgent")
-app = agent_server.app
-app.add_middleware(RequestGuard)
-
-logger = logging.getLogger(__name__)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,7 +30,10 @@ def main(argv: list[str] | None = None) -> None:
     except llm.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
     print(f"start-app: {current.provider} model {current.model!r} over {current.api} on port {args.port}", flush=True)
-    uvicorn.run("agent_server.start_server:app", host=args.host, port=args.port, workers=args.workers)
+
+    import uvicorn
+
+    uvicorn.run("agent_server.app:app", host=args.host, port=args.port, workers=args.workers)
 
 
 if __name__ == "__main__":

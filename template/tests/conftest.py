@@ -34,7 +34,7 @@ def model_log() -> Iterator[list[dict[str, Any]]]:
 
 @pytest.fixture
 def app_client(api_mode: str, model_log: list[dict[str, Any]]) -> Iterator[TestClient]:
-    from agent_server.start_server import app
+    from agent_server.app import app
 
     with TestClient(app) as client:
         yield client

@@ -24,7 +24,7 @@ def test_multi_turn_chat_with_a_tool_turn(monkeypatch, api, stream):
         monkeypatch.setenv("LLM_API", api)
         monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        from agent_server.start_server import app
+        from agent_server.app import app
 
         with TestClient(app) as client:
             chat = Chat(client, stream)
