@@ -25,11 +25,11 @@ MATRIX: dict[str, dict[str, Any]] = {
 }
 
 
-def render(dest: Path, data: dict[str, Any] | None = None, src: Path | str = ROOT, vcs_ref: str | None = "HEAD") -> Path:
+def render(
+    dest: Path, data: dict[str, Any] | None = None, src: Path | str = ROOT, vcs_ref: str | None = "HEAD"
+) -> Path:
     """`copier copy` with default answers plus `data`, never trusted (unsafe=False)."""
-    copier.run_copy(
-        str(src), str(dest), data=data or {}, defaults=True, vcs_ref=vcs_ref, unsafe=False, quiet=True
-    )
+    copier.run_copy(str(src), str(dest), data=data or {}, defaults=True, vcs_ref=vcs_ref, unsafe=False, quiet=True)
     return dest
 
 
@@ -47,11 +47,11 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def run(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
     """Run a command and fail with its whole output if it fails."""
-    result = subprocess.run(
-        args, cwd=cwd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout
-    )
+    result = subprocess.run(args, cwd=cwd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
     return result
 
@@ -61,4 +61,6 @@ def uv(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float 
 
 
 def rendered_files(app: Path) -> list[Path]:
-    return [path for path in app.rglob("*") if path.is_file() and ".venv" not in path.parts and ".git" not in path.parts]
+    return [
+        path for path in app.rglob("*") if path.is_file() and ".venv" not in path.parts and ".git" not in path.parts
+    ]

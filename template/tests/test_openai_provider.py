@@ -35,5 +35,6 @@ def test_multi_turn_chat_with_a_tool_turn(monkeypatch, api, stream):
 
     log = server_app.state.request_log
     assert [entry["status"] for entry in log] == [200] * 4
-    assert {entry["path"] for entry in log} == {"/v1/chat/completions" if api == "chat_completions" else "/v1/responses"}
+    expected_path = "/v1/chat/completions" if api == "chat_completions" else "/v1/responses"
+    assert {entry["path"] for entry in log} == {expected_path}
     assert all(entry["body"]["model"] == "any-model" for entry in log)

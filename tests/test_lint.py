@@ -1,0 +1,30 @@
+"""The template's own code is linted like the apps it generates."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from renders import ROOT, TEMPLATE, run
+
+RUFF = str(Path(sys.executable).with_name("ruff"))
+
+
+@pytest.mark.parametrize("where", [ROOT, TEMPLATE], ids=["repo", "template-python"])
+@pytest.mark.parametrize("args", [["check", "."], ["format", "--check", "."]], ids=["check", "format"])
+def test_ruff(where, args):
+    run([RUFF, *args], cwd=where)
+
+
+def test_scripts_are_executable():
+    for script in ("uv", "demo", "test", "relock"):
+        assert (ROOT / "scripts" / script).stat().st_mode & 0o111, script
+    assert (ROOT / ".ci" / "run").stat().st_mode & 0o111
+
+
+def test_app_lock_has_no_local_paths_indexes_or_cutoff():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from check_lock import lock_problems
+
+    assert lock_problems(TEMPLATE / "uv.lock") == []
