@@ -2,9 +2,9 @@
 """Turn the SDK's run items into output items a client can replay as they are.
 
 The SDK's items carry what a replay must not: in chat-completions mode every id is
-the placeholder "__fake_id__", and openai 3.x models dump `async`, `caller` and
-`namespace` as null. Ids here are either ones the Responses API accepts (`msg_`,
-`fc_`, `rs_` prefixes) or absent.
+the placeholder "__fake_id__", openai 3.x models dump `async`, `caller` and
+`namespace` as null, and the SDK adds its own `provider_data`. Ids here are
+either ones the Responses API accepts (`msg_`, `fc_`, `rs_` prefixes) or absent.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def to_output_item(raw_item: Any, message_id: str | None = None) -> dict[str, An
         item = raw_item.model_dump(mode="json", by_alias=True, exclude_none=True)
     else:
         item = {key: value for key, value in dict(raw_item).items() if value is not None}
+    item.pop("provider_data", None)  # the SDK's bookkeeping, not part of any API's item
     item_type = item.get("type")
     if item_type == "message":
         item["id"] = message_id or replayable_id("message", item.get("id"))

@@ -62,7 +62,7 @@ def test_returned_items_are_clean_for_replay(app_client, stream):
     items = chat.send("What time is it?")
     for item in items:
         assert None not in item.values(), item
-        assert not {"async", "async_", "caller", "namespace"} & item.keys(), item
+        assert not {"async", "async_", "caller", "namespace", "provider_data"} & item.keys(), item
     prefixes = {"message": "msg_", "function_call": "fc_"}
     for item in items:
         if item["type"] in prefixes:
