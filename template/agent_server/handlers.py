@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import openai
 from agents import Runner
 from agents.items import MessageOutputItem, RunItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import llm
+from agent_server import llm, upstream_errors
 from agent_server.agent import create_agent
 from agent_server.history import render_history
 from agent_server.output_items import replayable_id, to_output_item
@@ -26,7 +27,11 @@ def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
 
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
-    result = await Runner.run(create_agent(), model_input(request))
+    try:
+        result = await Runner.run(create_agent(), model_input(request))
+    except openai.APIStatusError as error:
+        upstream_errors.record(error)  # the request guard turns the 500 into the model's own 4xx
+        raise
     outputs = (to_output_item(run_item.raw_item) for run_item in result.new_items)
     return ResponsesAgentResponse(output=[item for item in outputs if item is not None])
 

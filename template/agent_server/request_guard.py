@@ -15,7 +15,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_server import llm
+from agent_server import llm, upstream_errors
 from agent_server.history import HistoryError, render_history
 
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
@@ -41,7 +41,8 @@ class RequestGuard:
         except BadRequest as error:
             await _error_response(error)(scope, receive, send)
             return
-        await self.app(scope, _replay(json.dumps(body).encode(), receive), send)
+        failure = upstream_errors.track()
+        await self.app(scope, _replay(json.dumps(body).encode(), receive), _answer_upstream_errors(failure, send))
 
 
 def checked_body(raw: bytes) -> dict[str, Any]:
@@ -66,6 +67,25 @@ def checked_body(raw: bytes) -> dict[str, Any]:
     except HistoryError as error:
         raise BadRequest(str(error), param=f"input[{error.index}]") from None
     return body
+
+
+def _answer_upstream_errors(failure: upstream_errors.UpstreamFailure, send: Send) -> Send:
+    """Replace MLflow's 500 with the model's own status when the handler recorded one."""
+    replacing = False
+
+    async def guarded_send(message: Message) -> None:
+        nonlocal replacing
+        if message["type"] == "http.response.start" and message["status"] == 500 and failure.error is not None:
+            replacing = True
+        elif not replacing:
+            await send(message)
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            status, body = upstream_errors.status_and_body(failure.error)
+            response = JSONResponse(body, status_code=status)
+            await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
+            await send({"type": "http.response.body", "body": response.body})
+
+    return guarded_send
 
 
 def _error_response(error: BadRequest) -> JSONResponse:
