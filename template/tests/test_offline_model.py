@@ -24,7 +24,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from agent_server.offline_model import create_offline_app, offline_client, request_validator
+from agent_server.offline_model import create_offline_app, offline_client
+from agent_server.strict_openai import request_validator
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
