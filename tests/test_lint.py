@@ -18,7 +18,7 @@ def test_ruff(where, args):
 
 
 def test_scripts_are_executable():
-    for script in ("uv", "demo", "test", "relock"):
+    for script in ("uv", "demo", "test", "relock", "benchmark"):
         assert (ROOT / "scripts" / script).stat().st_mode & 0o111, script
     assert (ROOT / ".ci" / "run").stat().st_mode & 0o111
 
