@@ -28,3 +28,18 @@ def test_app_lock_has_no_local_paths_indexes_or_cutoff():
     from check_lock import lock_problems
 
     assert lock_problems(TEMPLATE / "uv.lock") == []
+
+
+def test_lock_check_catches_what_a_deploy_cannot_install(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from check_lock import lock_problems
+
+    # The template's lock has no [options] table, so one can be added after its header keys.
+    header, packages = (TEMPLATE / "uv.lock").read_text().split("\n[[package]]", 1)
+    bad = header + '\n[options]\nexclude-newer = "2026-01-01T00:00:00Z"\n\n[[package]]' + packages
+    bad += '\n[[package]]\nname = "local-thing"\nversion = "0.1.0"\nsource = { path = "/home/me/local-thing" }\n'
+    lock = tmp_path / "uv.lock"
+    lock.write_text(bad)
+    problems = lock_problems(lock)
+    assert "options.exclude-newer is set" in problems
+    assert any(problem.startswith("local-thing comes from") for problem in problems)
