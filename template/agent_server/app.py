@@ -1,9 +1,12 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The ASGI app: MLflow's AgentServer with the request guard in front of it."""
+"""The ASGI app: MLflow's AgentServer with the request guard in front of it, and a chat page at /."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agents import set_tracing_disabled
+from fastapi.responses import HTMLResponse
 from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
@@ -15,3 +18,12 @@ set_tracing_disabled(True)
 agent_server = AgentServer("ResponsesAgent")
 app = agent_server.app
 app.add_middleware(RequestGuard)
+
+
+CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")
+
+
+@app.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def chat_page() -> str:
+    """A minimal chat page that replays history the way hosted chat UIs do."""
+    return CHAT_PAGE
