@@ -13,16 +13,16 @@ from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import llm, upstream_errors
+from agent_server import llm, owner_hooks, upstream_errors
 from agent_server.agent import create_agent
 from agent_server.history import render_history
 from agent_server.output_items import replayable_id, to_output_item
 
 
 def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
-    """The request's history, rendered for the configured API mode."""
+    """The request's history, rendered for the configured API mode, then the owner's own rules (agent.py)."""
     items = [item.model_dump() for item in request.input]
-    return render_history(items, api=llm.settings().api)
+    return owner_hooks.customize_history(render_history(items, api=llm.settings().api))
 
 
 @invoke()
