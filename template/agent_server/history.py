@@ -13,27 +13,37 @@ Why a render step is needed (measured on openai-agents 0.4-0.24, mlflow 3.5-3.17
 - In Responses mode the SDK forwards items untouched, so a null `status`, a
   client-made id or a chat-completions-shaped message reaches the API as is.
 
-The rules (each one is tested in tests/test_history.py):
-- user, system and developer messages: `{"role", "content"}`. Text parts become
-  `input_text`; chat-completions `image_url` and `file` parts become
-  `input_image` and `input_file`.
+The rules (each one is tested in tests/test_history.py; docs/history-shapes.md
+shows every shape clients really send, and its render):
+- user messages: `{"role": "user", "content": ...}`. A string stays a string (None
+  and [] become ""); text parts become `input_text`; chat-completions `image_url`
+  and `file` parts become `input_image` and `input_file`. Image and file parts are
+  checked (a URL, data or file id; a known `detail`); other keys are kept, minus
+  nulls, for the API to judge.
+- system and developer messages: the same, but text only: the chat-completions
+  converter would drop an image or file there without a word, so it is a HistoryError.
 - assistant messages: `{"role": "assistant", "content": "<text>"}`. Text and
   refusal parts are joined with "\n", as the SDK itself joins them; None is "".
 - an assistant message with chat-completions `tool_calls`: its text message (if
   it has text), then one `function_call` per call.
 - a chat-completions `role: "tool"` message: a `function_call_output`.
-- `function_call` keeps `call_id`, `name`, `arguments`; `function_call_output`
-  keeps `call_id`, `output`. Ids are dropped: client-made ids (UUIDs) are
-  rejected by the Responses API, and neither API needs them.
+- `function_call` keeps `call_id`, `name`, `arguments` (a JSON string; an object
+  is serialised, None or "" is "{}"); `function_call_output` keeps `call_id`,
+  `output` (text parts joined with "\n"; a JSON value serialised). Ids are dropped:
+  client-made ids (UUIDs) are rejected by the Responses API, and neither API needs them.
 - a call with no output (a stream the user stopped) is answered with
   INTERRUPTED_CALL_OUTPUT; an output with no earlier call is a HistoryError.
 - an output that arrives after other items is moved to follow its call: both
   APIs need every call answered before the next message.
 - `reasoning` items are dropped (and logged): reasoning belongs to the turn
   that produced it, and client-made reasoning ids are rejected.
-- `compaction` and `item_reference` items are kept in Responses mode and are a
-  HistoryError in chat-completions mode, which cannot read them.
-- None-valued keys (`status: None`, ...) are stripped.
+- `compaction` and `item_reference` items are a HistoryError in both modes. The app
+  receives history only through MLflow's `ResponsesAgentRequest`, which rejects both,
+  and the chat-completions converter cannot read them either; the error says so
+  instead of leaving MLflow to answer with a pydantic dump.
+- chat-completions mode only: an image given only by `file_id`, or a file given
+  only by `file_url`, is a HistoryError (the SDK's converter cannot send them; the
+  Responses API can).
 - anything else is a HistoryError naming the item's index.
 """
 
@@ -50,11 +60,15 @@ ApiMode = Literal["chat_completions", "responses"]
 
 INTERRUPTED_CALL_OUTPUT = "Error: this tool call was interrupted before it returned a result."
 
-# Items only the Responses API can read; the chat-completions converter rejects them.
-RESPONSES_ONLY_TYPES = frozenset({"compaction", "item_reference"})
-DROPPED_TYPES = frozenset({"reasoning"})
-INPUT_ROLES = frozenset({"user", "system", "developer"})
-TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
+# Items that point at state held by the Responses API; MLflow's request model rejects them.
+SERVER_STATE_TYPES = ("compaction", "item_reference")
+DROPPED_TYPES = ("reasoning",)
+INPUT_ROLES = ("user", "system", "developer")
+TEXT_ONLY_ROLES = ("system", "developer")
+TEXT_PART_TYPES = ("input_text", "output_text", "text")
+IMAGE_DETAILS = ("low", "high", "auto", "original")
+FILE_DETAILS = ("low", "high", "auto")
+FILE_KEYS = ("file_data", "file_id", "file_url", "filename")
 
 
 class HistoryError(ValueError):
@@ -67,20 +81,24 @@ class HistoryError(ValueError):
 
 
 def render_history(items: Sequence[Any], api: ApiMode = "chat_completions") -> list[dict[str, Any]]:
-    """Render `items` (Responses or chat-completions shaped) for `Runner.run`.
+    """Render `items` (Responses or chat-completions shaped) for `Runner.run` in API mode `api`.
 
     Idempotent: rendering the output again returns it unchanged.
-    Raises `HistoryError` for an item that cannot be rendered.
+    Raises `HistoryError` for an item that cannot be rendered; never anything else
+    for a list of JSON values.
     """
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
         raise TypeError(f"history must be a list of items, got {type(items).__name__}")
     rendered: list[tuple[int, dict[str, Any]]] = []
     for index, item in enumerate(items):
-        rendered.extend((index, out) for out in _render_item(item, index, api))
+        for out in _render_item(item, index):
+            if api == "chat_completions":
+                _check_chat_completions(out, index)
+            rendered.append((index, out))
     return _pair_calls_with_outputs(rendered)
 
 
-def _render_item(item: Any, index: int, api: ApiMode) -> list[dict[str, Any]]:
+def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
     if not isinstance(item, Mapping):
         raise HistoryError(index, f"expected an object, got {_json_type(item)}")
     item_type = item.get("type")
@@ -93,24 +111,26 @@ def _render_item(item: Any, index: int, api: ApiMode) -> list[dict[str, Any]]:
     if item_type in DROPPED_TYPES:
         logger.info("history: input[%d] is a %s item, which is not replayed", index, item_type)
         return []
-    if item_type in RESPONSES_ONLY_TYPES:
-        if api == "responses":
-            return [_strip_none(item)]
+    if item_type in SERVER_STATE_TYPES:
         raise HistoryError(
             index,
-            f"a {item_type!r} item can only be read by the Responses API; "
-            "set LLM_API=responses or leave it out of the history",
+            f"a {item_type!r} item cannot be replayed here: MLflow's agent server accepts only messages, "
+            "tool calls, tool outputs and reasoning; send the conversation's messages instead",
         )
     if item_type is None:
         raise HistoryError(index, "item has neither 'type' nor 'role'")
-    raise HistoryError(index, f"item type {item_type!r} is not supported")
+    raise HistoryError(index, f"item type {_show(item_type)} is not supported")
 
 
 def _render_message(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
     role = item["role"]
     content = item.get("content")
     if role in INPUT_ROLES:
-        return [{"role": role, "content": _input_content(content, index)}]
+        parts = _input_content(content, index)
+        if role in TEXT_ONLY_ROLES and isinstance(parts, list):
+            if any(part["type"] != "input_text" for part in parts):
+                raise HistoryError(index, f"a {role} message may hold only text")
+        return [{"role": role, "content": parts}]
     if role == "assistant":
         text = _assistant_text(content, index)
         tool_calls = item.get("tool_calls") or []
@@ -121,7 +141,7 @@ def _render_message(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]
         return rendered
     if role == "tool":
         return [_function_call_output(item.get("tool_call_id"), content, index, key="tool_call_id")]
-    raise HistoryError(index, f"role {role!r} is not supported")
+    raise HistoryError(index, f"role {_show(role)} is not supported")
 
 
 def _assistant_text(content: Any, index: int) -> str:
@@ -133,11 +153,12 @@ def _assistant_text(content: Any, index: int) -> str:
         raise HistoryError(index, f"assistant content must be text or a list, got {_json_type(content)}")
     texts = []
     for part in content:
+        part_type = part.get("type") if isinstance(part, Mapping) else None
         if isinstance(part, str):
             texts.append(part)
-        elif isinstance(part, Mapping) and part.get("type") in TEXT_PART_TYPES:
+        elif part_type in TEXT_PART_TYPES:
             texts.append(_required_str(part, "text", index))
-        elif isinstance(part, Mapping) and part.get("type") == "refusal":
+        elif part_type == "refusal":
             # Kept as text so the model still sees what it refused.
             texts.append(_required_str(part, "refusal", index))
         else:
@@ -146,7 +167,7 @@ def _assistant_text(content: Any, index: int) -> str:
 
 
 def _input_content(content: Any, index: int) -> str | list[dict[str, Any]]:
-    if content is None:
+    if content is None or content == []:
         return ""
     if isinstance(content, str):
         return content
@@ -156,31 +177,77 @@ def _input_content(content: Any, index: int) -> str | list[dict[str, Any]]:
 
 
 def _input_part(part: Any, index: int) -> dict[str, Any]:
-    """One user-side content part, as the Responses API names it."""
+    """One user-side content part, as the Responses API names it, with only the keys it defines."""
     if isinstance(part, str):
         return {"type": "input_text", "text": part}
     part_type = part.get("type") if isinstance(part, Mapping) else None
     if part_type in TEXT_PART_TYPES:
         return {"type": "input_text", "text": _required_str(part, "text", index)}
     if part_type == "input_image":
-        image = _strip_none(part)
-        image.setdefault("detail", "auto")  # required by the Responses API
-        return image
+        return _image(part, part.get("image_url"), part.get("file_id"), part.get("detail"), index)
     if part_type == "image_url":  # chat-completions shape
         payload = part.get("image_url")
-        url = payload.get("url") if isinstance(payload, Mapping) else payload
-        if not isinstance(url, str) or not url:
-            raise HistoryError(index, "an 'image_url' part needs a URL")
-        detail = payload.get("detail") if isinstance(payload, Mapping) else None
-        return {"type": "input_image", "image_url": url, "detail": detail or "auto"}
+        if isinstance(payload, Mapping):
+            return _image({}, payload.get("url"), None, payload.get("detail"), index)
+        return _image({}, payload, None, None, index)
     if part_type == "input_file":
-        return _strip_none(part)
+        return _file(part, index)
     if part_type == "file":  # chat-completions shape
         payload = part.get("file")
         if not isinstance(payload, Mapping):
             raise HistoryError(index, "a 'file' part needs a 'file' object")
-        return {"type": "input_file", **_strip_none(payload)}
+        return _file(payload, index)
     raise HistoryError(index, f"content part {_part_name(part)} is not supported")
+
+
+def _image(part: Mapping[str, Any], url: Any, file_id: Any, detail: Any, index: int) -> dict[str, Any]:
+    image = _other_keys(part, ("image_url", "file_id", "detail"))
+    image["type"] = "input_image"
+    for key, value in (("image_url", url), ("file_id", file_id)):
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise HistoryError(index, f"an image's {key!r} must be a non-empty string")
+            image[key] = value
+    if not {"image_url", "file_id"} & image.keys():
+        raise HistoryError(index, "an image needs an 'image_url' (a URL or data URL) or a 'file_id'")
+    if detail not in (None, *IMAGE_DETAILS):
+        raise HistoryError(index, f"an image's 'detail' must be one of {', '.join(IMAGE_DETAILS)}")
+    image["detail"] = detail or "auto"  # required by the Responses API
+    return image
+
+
+def _file(part: Mapping[str, Any], index: int) -> dict[str, Any]:
+    file = _other_keys(part, (*FILE_KEYS, "detail"))
+    file["type"] = "input_file"
+    for key in FILE_KEYS:
+        value = part.get(key)
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise HistoryError(index, f"a file's {key!r} must be a non-empty string")
+            file[key] = value
+    if not {"file_data", "file_id", "file_url"} & file.keys():
+        raise HistoryError(index, "a file needs 'file_data', 'file_id' or 'file_url'")
+    detail = part.get("detail")
+    if detail is not None:
+        if detail not in FILE_DETAILS:
+            raise HistoryError(index, f"a file's 'detail' must be one of {', '.join(FILE_DETAILS)}")
+        file["detail"] = detail
+    return file
+
+
+def _other_keys(part: Mapping[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
+    """Keys the render has no rule for, kept (without nulls) so the API can judge them; nothing is dropped silently."""
+    return {key: value for key, value in part.items() if key not in known and key != "type" and value is not None}
+
+
+def _check_chat_completions(item: dict[str, Any], index: int) -> None:
+    """What the SDK's chat-completions converter cannot send, named here rather than failing inside the SDK."""
+    content = item.get("content") if item.get("type") is None else item.get("output")
+    for part in content if isinstance(content, list) else []:
+        if part["type"] == "input_image" and "image_url" not in part:
+            raise HistoryError(index, "an image given only by 'file_id' needs LLM_API=responses; send its URL instead")
+        if part["type"] == "input_file" and not {"file_data", "file_id"} & part.keys():
+            raise HistoryError(index, "a file given only by 'file_url' needs LLM_API=responses; send its data instead")
 
 
 def _chat_tool_call(call: Any, index: int) -> dict[str, Any]:
@@ -195,7 +262,7 @@ def _function_call(call_id: Any, name: Any, arguments: Any, index: int, key: str
         raise HistoryError(index, f"a tool call needs a '{key}' string")
     if not isinstance(name, str) or not name:
         raise HistoryError(index, "a tool call needs a 'name' string")
-    if arguments in (None, ""):
+    if arguments is None or arguments == "":
         arguments = "{}"  # what the SDK sends for a call without arguments
     elif not isinstance(arguments, str):
         arguments = json.dumps(arguments)
@@ -270,30 +337,26 @@ def _answers(call_ids: list[str], outputs: dict[str, dict[str, Any]]) -> list[di
     return answers
 
 
-def _strip_none(value: Any) -> Any:
-    """A copy without None-valued keys, at every depth."""
-    if isinstance(value, Mapping):
-        return {key: _strip_none(inner) for key, inner in value.items() if inner is not None}
-    if isinstance(value, list):
-        return [_strip_none(inner) for inner in value]
-    return value
-
-
 def _required_str(part: Mapping[str, Any], key: str, index: int) -> str:
     value = part.get(key)
     if not isinstance(value, str):
-        raise HistoryError(index, f"a {part.get('type')!r} part needs a '{key}' string")
+        raise HistoryError(index, f"a {_show(part.get('type'))} part needs a '{key}' string")
     return value
 
 
 def _part_name(part: Any) -> str:
     if isinstance(part, Mapping):
-        return repr(part.get("type"))
+        return _show(part.get("type"))
     return f"of type {_json_type(part)}"
 
 
+def _show(value: Any) -> str:
+    """A client-sent value, quoted for an error message, whatever JSON type it has."""
+    return repr(value) if isinstance(value, str) else f"of type {_json_type(value)}"
+
+
 def _json_type(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    names = {bool: "boolean", dict: "object", list: "array", str: "string", int: "number", float: "number"}
     if value is None:
         return "null"
     return next((name for kind, name in names.items() if isinstance(value, kind)), type(value).__name__)

@@ -156,17 +156,12 @@ def test_reasoning_items_are_not_replayed():
     assert render_history([USER, reasoning, assistant("Hi")]) == [USER, assistant("Hi")]
 
 
-def test_compacted_summary_passes_through_in_responses_mode():
-    compaction = {"type": "compaction", "encrypted_content": "gAAAA...", "id": None}
-    assert render_history([compaction, USER], api="responses") == [
-        {"type": "compaction", "encrypted_content": "gAAAA..."},
-        USER,
-    ]
-
-
-def test_compacted_summary_is_an_error_in_chat_completions_mode():
-    with pytest.raises(HistoryError, match=r"input\[0\].*LLM_API=responses"):
-        render_history([{"type": "compaction", "encrypted_content": "gAAAA..."}], api="chat_completions")
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+@pytest.mark.parametrize("item_type", ["compaction", "item_reference"])
+def test_server_state_items_are_an_error_in_both_modes(item_type, api):
+    # MLflow's ResponsesAgentRequest rejects both, so the error must say why, not "set LLM_API".
+    with pytest.raises(HistoryError, match=rf"input\[0\]: a '{item_type}' item cannot be replayed here: MLflow"):
+        render_history([{"type": item_type, "id": "x_1", "encrypted_content": "gAAAA..."}, USER], api=api)
 
 
 # --- user-side content -------------------------------------------------------------------------
@@ -181,11 +176,18 @@ def test_user_none_content_becomes_empty_text():
     assert render_history([{"role": "user", "content": None}]) == [{"role": "user", "content": ""}]
 
 
+def test_user_empty_list_content_becomes_empty_text():
+    assert render_history([{"role": "user", "content": []}]) == [{"role": "user", "content": ""}]
+
+
 def test_multimodal_user_content_is_kept():
     content = [
         {"type": "text", "text": "What is this?"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "image_url", "image_url": "https://example.com/a.png"},
+        {"type": "input_image", "image_url": "https://example.com/b.png", "detail": "low", "file_id": None},
         {"type": "input_file", "file_id": "file_1", "file_url": None},
+        {"type": "file", "file": {"file_data": "data:application/pdf;base64,AAAA", "filename": "a.pdf"}},
     ]
     assert render_history([{"role": "user", "content": content}]) == [
         {
@@ -193,10 +195,53 @@ def test_multimodal_user_content_is_kept():
             "content": [
                 {"type": "input_text", "text": "What is this?"},
                 {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"},
+                {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"},
+                {"type": "input_image", "image_url": "https://example.com/b.png", "detail": "low"},
                 {"type": "input_file", "file_id": "file_1"},
+                {"type": "input_file", "file_data": "data:application/pdf;base64,AAAA", "filename": "a.pdf"},
             ],
         }
     ]
+
+
+def test_part_keys_the_render_has_no_rule_for_are_kept_for_the_api_to_judge():
+    part = {"type": "input_image", "image_url": "https://example.com/a.png", "zoom": 2, "file_id": None}
+    rendered = render_history([{"role": "user", "content": [part]}])
+    expected = {"type": "input_image", "image_url": part["image_url"], "zoom": 2, "detail": "auto"}
+    assert rendered[0]["content"] == [expected]
+
+
+@pytest.mark.parametrize(
+    ("part", "reason"),
+    [
+        ({"type": "input_image", "file_id": "file_1"}, "only by 'file_id' needs LLM_API=responses"),
+        ({"type": "input_file", "file_url": "https://example.com/a.pdf"}, "only by 'file_url' needs LLM_API=responses"),
+    ],
+    ids=["image-file-id", "file-url"],
+)
+def test_parts_only_the_responses_api_can_fetch(part, reason):
+    history = [{"role": "user", "content": [part]}]
+    assert render_history(history, api="responses")[0]["content"] == [
+        {**part, **({"detail": "auto"} if "image" in part["type"] else {})}
+    ]
+    with pytest.raises(HistoryError, match=reason):
+        render_history(history, api="chat_completions")
+
+
+def test_tool_output_parts_are_checked_per_mode_too():
+    output = {**OUTPUT, "output": [{"type": "input_image", "file_id": "file_1"}]}
+    assert render_history([CALL, output], api="responses")[1]["output"] == [
+        {"type": "input_image", "file_id": "file_1", "detail": "auto"}
+    ]
+    with pytest.raises(HistoryError, match=r"input\[1\]: an image given only by 'file_id'"):
+        render_history([CALL, output], api="chat_completions")
+
+
+@pytest.mark.parametrize("role", ["system", "developer"])
+def test_system_and_developer_messages_hold_only_text(role):
+    image = {"type": "input_image", "image_url": "https://example.com/a.png"}
+    with pytest.raises(HistoryError, match=f"input\\[0\\]: a {role} message may hold only text"):
+        render_history([{"role": role, "content": [{"type": "input_text", "text": "x"}, image]}])
 
 
 def test_system_and_developer_messages_pass_through():
@@ -218,6 +263,13 @@ def test_system_and_developer_messages_pass_through():
         ({"role": "user", "content": [{"type": "input_audio"}]}, "part 'input_audio' is not supported"),
         ({"type": "function_call", "name": "f", "arguments": "{}"}, "needs a 'call_id' string"),
         ({"role": "tool", "content": "x"}, "needs a 'tool_call_id' string"),
+        ({"role": ["user"], "content": "x"}, "role of type array is not supported"),
+        ({"type": {"a": 1}}, "item type of type object is not supported"),
+        ({"role": "user", "content": [{"type": "input_image"}]}, "an image needs an 'image_url'"),
+        ({"role": "user", "content": [{"type": "input_image", "image_url": 7}]}, "'image_url' must be a non-empty"),
+        ({"role": "user", "content": [{"type": "input_image", "image_url": "u", "detail": "max"}]}, "'detail' must"),
+        ({"role": "user", "content": [{"type": "input_file", "filename": "a.pdf"}]}, "a file needs 'file_data'"),
+        ({"role": "user", "content": [{"type": "file", "file": "a.pdf"}]}, "a 'file' part needs a 'file' object"),
     ],
 )
 def test_unrenderable_items_name_their_index(item, reason):

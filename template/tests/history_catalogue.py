@@ -1,0 +1,552 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""The history shapes clients really send, and what the render step makes of each.
+
+This is test data (tests/test_history_catalogue.py sends every shape through the real
+server, both API modes, streaming and not) and the source of docs/history-shapes.md.
+After changing a shape, regenerate the doc:
+
+    uv run python tests/history_catalogue.py > docs/history-shapes.md
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+UUID_1 = "0b6c9f3e-5d0a-4a8e-9a63-2f1c7f0d7a11"
+UUID_2 = "7f2d4b1a-8c3e-4f5d-b6a7-1e9c0d2f3a44"
+UUID_3 = "c4e8a2b6-1d3f-4a5c-8e7b-9f0a1b2c3d55"
+TIME = "2026-01-15T09:30:00+00:00"
+ANSWER = f"The tool returned: {TIME}. Offline model: I saw 1 user, 0 assistant and 1 tool turns."
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One history shape: who sends it, what it looks like, and its render.
+
+    `history` is what the client sends before its next user message. `render` is what
+    `render_history` returns for it in both API modes, unless `chat_completions` says
+    otherwise for that mode. `error` is the HistoryError text instead of a render (in
+    the modes `error_modes` lists): the endpoint answers it as a 400 naming the item.
+    """
+
+    name: str
+    client: str
+    note: str
+    history: list[dict[str, Any]]
+    render: list[dict[str, Any]] | None = None
+    chat_completions: list[dict[str, Any]] | None = None
+    error: str | None = None
+    error_modes: tuple[str, ...] = ("chat_completions", "responses")
+    group: str = "Clients"
+
+    def expected(self, api: str) -> list[dict[str, Any]] | None:
+        """The render in API mode `api`, or None where the shape is an error."""
+        if self.error is not None and api in self.error_modes:
+            return None
+        if api == "chat_completions" and self.chat_completions is not None:
+            return self.chat_completions
+        return self.render
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def call(call_id: str = "call_1", arguments: str = "{}") -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": "get_current_time", "arguments": arguments}
+
+
+def output(call_id: str = "call_1", text: str = TIME) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": text}
+
+
+def input_text(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def output_text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text}
+
+
+SHAPES: list[Shape] = [
+    # --- the Databricks chat UI ------------------------------------------------------------
+    Shape(
+        name="chat-ui-text",
+        client="Databricks chat UI (`@databricks/ai-sdk-provider` 0.5.1, Responses endpoint)",
+        note=(
+            "The UI keeps every turn as Vercel AI SDK messages and the provider converts them: user text "
+            "becomes `input_text` parts, and assistant text an `output_text` message with no `type` key, "
+            "carrying the item id the app streamed (`msg_...`, or a UUID from other agents). "
+            "The render turns the assistant item into plain text and drops the id."
+        ),
+        history=[
+            input_text("Hello"),
+            {"role": "assistant", "content": [output_text_part("Hi! How can I help?")], "id": UUID_1},
+        ],
+        render=[input_text("Hello"), assistant("Hi! How can I help?")],
+    ),
+    Shape(
+        name="chat-ui-tool-turn",
+        client="Databricks chat UI (`@databricks/ai-sdk-provider` 0.5.1, `useRemoteToolCalling: true`)",
+        note=(
+            "A tool the agent ran comes back as a `function_call` carrying the item id the UI saw "
+            "(`fc_...` from this app, a UUID from others) and `arguments` re-serialised by `JSON.stringify` "
+            "(no spaces), followed at once by its `function_call_output`. The render drops the ids."
+        ),
+        history=[
+            input_text("What time is it in Paris?"),
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "get_current_time",
+                "arguments": '{"city":"Paris"}',
+                "id": UUID_1,
+            },
+            {"type": "function_call_output", "call_id": "call_1", "output": TIME},
+            {"role": "assistant", "content": [output_text_part(ANSWER)], "id": UUID_2},
+        ],
+        render=[
+            input_text("What time is it in Paris?"),
+            call(arguments='{"city":"Paris"}'),
+            output(),
+            assistant(ANSWER),
+        ],
+    ),
+    Shape(
+        name="chat-ui-reasoning",
+        client="Databricks chat UI (`@databricks/ai-sdk-provider` 0.5.1), agent that streams reasoning",
+        note=(
+            "Reasoning summaries come back as `reasoning` items with the UI's item id. The render drops them: "
+            "reasoning belongs to the turn that produced it, and the Responses API rejects ids it did not make."
+        ),
+        history=[
+            input_text("Is 91 prime?"),
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "91 = 7 x 13."}], "id": UUID_1},
+            {"role": "assistant", "content": [output_text_part("No: 91 = 7 x 13.")], "id": UUID_2},
+        ],
+        render=[input_text("Is 91 prime?"), assistant("No: 91 = 7 x 13.")],
+    ),
+    # --- other clients -----------------------------------------------------------------------
+    Shape(
+        name="string-content",
+        client="MLflow's ConversationSimulator, curl and most scripts",
+        note="The simplest shape, and the one the render produces for every assistant message: kept as it is.",
+        history=[user("Hello"), assistant("Hi! How can I help?")],
+        render=[user("Hello"), assistant("Hi! How can I help?")],
+    ),
+    Shape(
+        name="id-less-output-message",
+        client="Chat UIs that replay the last answer as a Responses output message",
+        note=(
+            "The shape that broke the second prompt: MLflow's request model turns it into "
+            '`{"type": "message", "role": "assistant", "content": [...], "status": null}`, which '
+            "openai-agents 0.19 and later reject in chat-completions mode. The render makes it plain text."
+        ),
+        history=[
+            user("Hello"),
+            {"type": "message", "role": "assistant", "content": [output_text_part("Hi!")], "status": None},
+        ],
+        render=[user("Hello"), assistant("Hi!")],
+    ),
+    Shape(
+        name="sdk-to-input-list-chat-completions",
+        client="openai-agents `result.to_input_list()` after a chat-completions run",
+        note=(
+            "The SDK's own history carries the placeholder id `__fake_id__`, `provider_data`, `status` and "
+            "`logprobs`. The render keeps the call, its output and the text."
+        ),
+        history=[
+            user("What time is it?"),
+            {
+                **call("call_9ae2777fecd34fe94dfd1424"),
+                "id": "__fake_id__",
+                "provider_data": {"model": "offline", "response_id": "chatcmpl-9ae2777fecd34fe94dfd1424"},
+            },
+            output("call_9ae2777fecd34fe94dfd1424"),
+            {
+                "id": "__fake_id__",
+                "content": [{"annotations": [], "text": ANSWER, "type": "output_text", "logprobs": []}],
+                "role": "assistant",
+                "status": "completed",
+                "type": "message",
+                "provider_data": {"model": "offline", "response_id": "chatcmpl-33a6984abf206459b0068b66"},
+            },
+        ],
+        render=[
+            user("What time is it?"),
+            call("call_9ae2777fecd34fe94dfd1424"),
+            output("call_9ae2777fecd34fe94dfd1424"),
+            assistant(ANSWER),
+        ],
+    ),
+    Shape(
+        name="sdk-to-input-list-responses",
+        client="openai-agents `result.to_input_list()` after a Responses run",
+        note="Real `fc_` and `msg_` ids and `status`: dropped, so the same history also works in the other mode.",
+        history=[
+            user("What time is it?"),
+            {**call("call_bfd42a3d2db868a2f9611edd"), "id": "fc_bfd42a3d2db868a2f9611edd", "status": "completed"},
+            output("call_bfd42a3d2db868a2f9611edd"),
+            {
+                "id": "msg_9fa5b821d2bd427ea9078201",
+                "content": [{"annotations": [], "text": ANSWER, "type": "output_text", "logprobs": []}],
+                "role": "assistant",
+                "status": "completed",
+                "type": "message",
+            },
+        ],
+        render=[
+            user("What time is it?"),
+            call("call_bfd42a3d2db868a2f9611edd"),
+            output("call_bfd42a3d2db868a2f9611edd"),
+            assistant(ANSWER),
+        ],
+    ),
+    Shape(
+        name="app-output-invoke",
+        client="This app's own JSON `output`, sent back as it came",
+        note="What `/invocations` returns without streaming (`status` on the call in Responses mode only).",
+        history=[
+            user("What time is it?"),
+            {**call("call_1"), "id": "fc_b11bb6d2761641fcb05cf11dfdc4f71e", "status": "completed"},
+            output("call_1"),
+            {
+                "type": "message",
+                "id": "msg_9d25ceb722754cb785a798b91999ecfa",
+                "content": [{"annotations": [], "text": ANSWER, "type": "output_text", "logprobs": []}],
+                "role": "assistant",
+                "status": "completed",
+            },
+        ],
+        render=[user("What time is it?"), call("call_1"), output("call_1"), assistant(ANSWER)],
+    ),
+    Shape(
+        name="app-output-stream",
+        client="This app's `response.output_item.done` events, sent back as they came",
+        note="What a streaming client collects: the same items as without streaming.",
+        history=[
+            user("What time is it?"),
+            {**call("call_1"), "id": "fc_c852f060c154460386e965d1d8bb40a9", "status": "completed"},
+            output("call_1"),
+            {
+                "id": "msg_9e117f40481f43ea93c259aaa441195b",
+                "content": [{"annotations": [], "text": ANSWER, "type": "output_text", "logprobs": []}],
+                "role": "assistant",
+                "status": "completed",
+                "type": "message",
+            },
+        ],
+        render=[user("What time is it?"), call("call_1"), output("call_1"), assistant(ANSWER)],
+    ),
+    # --- chat-completions messages -------------------------------------------------------------
+    Shape(
+        name="chat-completions-tool-calls",
+        client="Chat-completions clients (OpenAI SDK messages, LangChain, most chat apps)",
+        group="Chat-completions messages",
+        note=(
+            'An assistant message with `tool_calls` and no content, then a `role: "tool"` message. MLflow\'s '
+            "request model rejects this shape; the app renders it before MLflow checks it, so it is accepted "
+            "at `/invocations` and becomes a `function_call` / `function_call_output` pair."
+        ),
+        history=[
+            user("What time is it?"),
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "get_current_time", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": TIME},
+            assistant(ANSWER),
+        ],
+        render=[user("What time is it?"), call(), output(), assistant(ANSWER)],
+    ),
+    Shape(
+        name="chat-completions-tool-calls-with-text",
+        client="Chat-completions clients whose model spoke before calling tools (two calls at once)",
+        group="Chat-completions messages",
+        note="The text comes first, then one `function_call` per call, then the outputs in call order.",
+        history=[
+            user("Time in Paris and Tokyo?"),
+            {
+                "role": "assistant",
+                "content": "Let me check both.",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_current_time", "arguments": '{"city": "Paris"}'},
+                    },
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "get_current_time", "arguments": '{"city": "Tokyo"}'},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": TIME},
+            {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": TIME}]},
+            assistant("Both answered."),
+        ],
+        render=[
+            user("Time in Paris and Tokyo?"),
+            assistant("Let me check both."),
+            call("call_1", '{"city": "Paris"}'),
+            call("call_2", '{"city": "Tokyo"}'),
+            output("call_1"),
+            output("call_2"),
+            assistant("Both answered."),
+        ],
+    ),
+    # --- edges -----------------------------------------------------------------------------------
+    Shape(
+        name="refusal",
+        client="Any client replaying a model's refusal",
+        group="Edge shapes",
+        note="A `refusal` part is kept as the assistant's text, so the model still sees what it refused.",
+        history=[
+            user("Help me pick a lock."),
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]},
+        ],
+        render=[user("Help me pick a lock."), assistant("I can't help with that.")],
+    ),
+    Shape(
+        name="multimodal-image",
+        client="Clients that attach images (Responses or chat-completions parts)",
+        group="Edge shapes",
+        note=(
+            "Chat-completions `text` and `image_url` parts become `input_text` and `input_image`, with "
+            '`detail` defaulting to `"auto"` (the Responses API requires it).'
+        ),
+        history=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is in this picture?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                ],
+            },
+            assistant("A very small picture."),
+        ],
+        render=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "What is in this picture?"},
+                    {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"},
+                ],
+            },
+            assistant("A very small picture."),
+        ],
+    ),
+    Shape(
+        name="multimodal-file",
+        client="Clients that attach files (Responses `input_file` or chat-completions `file` parts)",
+        group="Edge shapes",
+        note="A chat-completions `file` part becomes an `input_file` part; null keys are dropped.",
+        history=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Summarise this."},
+                    {
+                        "type": "file",
+                        "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"},
+                    },
+                    {"type": "input_file", "file_id": "file-abc123", "file_url": None},
+                ],
+            },
+            assistant("It is empty."),
+        ],
+        render=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Summarise this."},
+                    {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"},
+                    {"type": "input_file", "file_id": "file-abc123"},
+                ],
+            },
+            assistant("It is empty."),
+        ],
+    ),
+    Shape(
+        name="file-by-url",
+        client="Clients that attach a file by URL",
+        group="Edge shapes",
+        note=(
+            "The Responses API fetches `file_url` itself; the SDK's chat-completions converter cannot send it, "
+            "so in chat-completions mode it is a 400 that says what to do."
+        ),
+        history=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Summarise this."},
+                    {"type": "input_file", "file_url": "https://example.com/report.pdf"},
+                ],
+            },
+            assistant("It is short."),
+        ],
+        render=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Summarise this."},
+                    {"type": "input_file", "file_url": "https://example.com/report.pdf"},
+                ],
+            },
+            assistant("It is short."),
+        ],
+        error="input[0]: a file given only by 'file_url' needs LLM_API=responses",
+        error_modes=("chat_completions",),
+    ),
+    Shape(
+        name="empty-assistant-content",
+        client="Clients whose previous answer was empty (an interrupted stream, a tool-only turn)",
+        group="Edge shapes",
+        note='`""`, `null`, `[]` and a missing `content` all become `""`.',
+        history=[
+            user("Hello"),
+            {"role": "assistant", "content": None},
+            user("Hello?"),
+            {"type": "message", "role": "assistant", "content": []},
+            user("Anyone?"),
+            {"role": "assistant"},
+        ],
+        render=[user("Hello"), assistant(""), user("Hello?"), assistant(""), user("Anyone?"), assistant("")],
+    ),
+    Shape(
+        name="orphan-call",
+        client="A chat UI whose user stopped the stream while a tool ran",
+        group="Edge shapes",
+        note=(
+            "Both APIs need every call answered before the next message, so the render answers a call that "
+            "has no output with `INTERRUPTED_CALL_OUTPUT`."
+        ),
+        history=[user("What time is it?"), {**call(), "id": UUID_3}, assistant("Stopped.")],
+        render=[
+            user("What time is it?"),
+            call(),
+            output(text="Error: this tool call was interrupted before it returned a result."),
+            assistant("Stopped."),
+        ],
+    ),
+    Shape(
+        name="late-output",
+        client="Clients that store a tool's output after the text that followed it",
+        group="Edge shapes",
+        note="An output that comes after other items is moved up to follow its call.",
+        history=[user("What time is it?"), call(), assistant("Checking."), output()],
+        render=[user("What time is it?"), call(), output(), assistant("Checking.")],
+    ),
+    Shape(
+        name="orphan-output",
+        client="Clients that trimmed history in the middle of a tool turn",
+        group="Edge shapes",
+        note="A tool output with no call before it cannot be paired: a 400 that names the item.",
+        history=[user("What time is it?"), output(), assistant("It is morning.")],
+        error="input[1]: tool output for call_id 'call_1' has no tool call before it",
+    ),
+    Shape(
+        name="compaction",
+        client="Clients of the Responses API's `/responses/compact`",
+        group="Edge shapes",
+        note=(
+            "A compacted summary is encrypted state only the Responses API can read, and MLflow's request "
+            "model rejects the item before any handler runs. The render names it with a 400 in both modes "
+            "instead of MLflow's validation dump."
+        ),
+        history=[{"type": "compaction", "encrypted_content": "gAAAAABo...", "id": "cmp_1"}, user("Go on.")],
+        error="input[0]: a 'compaction' item cannot be replayed here",
+    ),
+    Shape(
+        name="item-reference",
+        client="Clients of the Responses API that refer to stored items by id",
+        group="Edge shapes",
+        note="The same rule as `compaction`: the referenced item lives in OpenAI's store, not in the request.",
+        history=[user("Hello"), {"type": "item_reference", "id": "msg_abc123"}],
+        error="input[1]: a 'item_reference' item cannot be replayed here",
+    ),
+    Shape(
+        name="unknown-item",
+        client="Clients replaying hosted-tool items (web search, MCP approvals, ...)",
+        group="Edge shapes",
+        note="Items the render has no rule for are a 400 that names them, never dropped silently.",
+        history=[user("Search the web."), {"type": "web_search_call", "id": "ws_1", "status": "completed"}],
+        error="input[1]: item type 'web_search_call' is not supported",
+    ),
+]
+
+SHAPES_BY_NAME = {shape.name: shape for shape in SHAPES}
+assert len(SHAPES_BY_NAME) == len(SHAPES), "shape names must be unique"
+
+INTRO = """\
+# History shapes
+
+Every request to `/invocations` (and `/responses`) carries the whole conversation, in whatever shape
+the client keeps it. `agent_server/history.py` renders it into the one form that every supported
+openai-agents version and both API modes accept, before MLflow validates the request. This page lists
+the shapes real clients send and what the render makes of each; the rules themselves are at the top
+of `agent_server/history.py`.
+
+Each shape below is test data in `tests/history_catalogue.py`: `tests/test_history_catalogue.py`
+renders it in both API modes and sends it, followed by a new user message, through the real server
+and SDK to the offline model, streaming and not, and checks that the model got exactly the render
+shown here with no 400 anywhere. Generated from that file; do not edit by hand.
+
+How to read it: **Sent** is the history a client posts as `input` before its next user message.
+**Rendered** is what the agent receives (in chat-completions mode the SDK then converts it to
+chat messages). **Rejected** is the 400 the endpoint answers, with `param` naming the item.
+
+What to do when a client sends a shape that gets a 400: check that it is listed here as rejected
+for a reason that applies to you; if it is a shape your clients really send, add it to
+`tests/history_catalogue.py` with the render you expect, and a rule to `agent_server/history.py`.
+"""
+
+
+MODE_NAMES = {"chat_completions": "chat-completions", "responses": "Responses"}
+
+
+def _json_block(items: list[dict[str, Any]]) -> str:
+    lines = ",\n".join(f"  {json.dumps(item)}" for item in items)
+    return f"```json\n[\n{lines}\n]\n```"
+
+
+def _section(shape: Shape) -> str:
+    parts = [f"### `{shape.name}`", f"*{shape.client}.* {shape.note}", "**Sent**", _json_block(shape.history)]
+    renders = {api: shape.expected(api) for api in ("chat_completions", "responses")}
+    if renders["chat_completions"] == renders["responses"] and renders["responses"] is not None:
+        parts += ["**Rendered**, in both API modes", _json_block(renders["responses"])]
+    else:
+        for api, rendered in renders.items():
+            if rendered is not None:
+                parts += [f"**Rendered** in {MODE_NAMES[api]} mode", _json_block(rendered)]
+    if shape.error is not None:
+        modes = " and ".join(
+            {"chat_completions": "chat-completions", "responses": "Responses"}[m] for m in shape.error_modes
+        )
+        parts += [f"**Rejected** in {modes} mode: 400 `{shape.error}...`"]
+    return "\n\n".join(parts)
+
+
+def markdown() -> str:
+    sections = [INTRO.rstrip()]
+    group = None
+    for shape in SHAPES:
+        if shape.group != group:
+            group = shape.group
+            sections.append(f"## {group}")
+        sections.append(_section(shape))
+    return "\n\n".join(sections) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
