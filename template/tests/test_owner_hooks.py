@@ -17,7 +17,9 @@ def last_item_only(items):
 
 def test_customize_history_sees_the_rendered_history(app_client, stream, monkeypatch):
     seen = []
-    monkeypatch.setattr(agent, "customize_history", lambda items: seen.append(items) or last_item_only(items))
+    hook = lambda items: seen.append(items) or last_item_only(items)  # noqa: E731
+    # raising=False: an app generated before the hook existed has none in its agent.py.
+    monkeypatch.setattr(agent, "customize_history", hook, raising=False)
     chat = Chat(app_client, stream)
     chat.send("Hello")
     reply = reply_text(chat.send("And again"))

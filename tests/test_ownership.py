@@ -1,0 +1,54 @@
+"""Who owns each file of a generated app, and the header line that tells the owner so."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from renders import ROOT, rendered_files
+
+CONFIG = yaml.safe_load((ROOT / "copier.yml").read_text())
+
+# Rendered once, never touched by `copier update`.
+OWNER_FILES = set(CONFIG["_skip_if_exists"])
+# Edited by both: update merges the owner's changes with the template's. No header: the owner edits them.
+SHARED_FILES = {"README.md", "pyproject.toml", ".env.example", ".gitignore", ".pre-commit-config.yaml"}
+# Written by copier itself, with its own header.
+COPIER_FILES = {".copier-answers.yml"}
+# Formats with comments, and how a comment starts in each.
+COMMENT_STARTS = {".py": "#", ".yml": "#", ".yaml": "#", ".toml": "#", ".sh": "#", ".cfg": "#", ".html": "<!--"}
+# The header: the template owns the file, and where the owner's own code goes instead.
+HEADER = re.compile(r"Owned by the template: changes here are overwritten by `copier update`\. \S.*")
+
+
+@pytest.mark.parametrize("name", ["defaults", "no-ci"])
+def test_every_template_owned_file_starts_with_the_header(renders, name):
+    app = renders[name]
+    checked = []
+    for path in rendered_files(app):
+        relative = str(path.relative_to(app))
+        start = COMMENT_STARTS.get(path.suffix)
+        if relative in OWNER_FILES | SHARED_FILES | COPIER_FILES or start is None:
+            continue
+        lines = path.read_text().splitlines()
+        first = lines[1] if lines and lines[0].startswith("#!") else (lines[0] if lines else "")
+        assert first.startswith(f"{start} ") and HEADER.fullmatch(first[len(start) + 1 :].removesuffix(" -->")), (
+            f"{relative} must start with the template's header, got: {first!r}"
+        )
+        checked.append(relative)
+    assert {"agent_server/handlers.py", "agent_server/history.py", "scripts/check_update_leftovers.py"} <= set(checked)
+
+
+def test_owner_files_are_rendered_without_the_header(renders):
+    app = renders["defaults"]
+    for name in OWNER_FILES:
+        assert "Owned by the template" not in (app / name).read_text(), name
+    assert "This file is yours" in (app / "agent_server/agent.py").read_text()
+
+
+def test_the_app_readme_names_every_owner_and_shared_file(renders):
+    readme = (renders["defaults"] / "README.md").read_text()
+    ownership = readme.split("## Your code", 1)[1].split("\n## ", 1)[0]
+    for name in OWNER_FILES | SHARED_FILES:
+        assert f"`{name}`" in ownership, name

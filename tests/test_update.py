@@ -1,0 +1,407 @@
+"""`copier update` brings template fixes into existing apps and keeps their owners' changes.
+
+The versions are built by `versions` below, in a temporary repo, from the working tree:
+- 0.0.1: an app from before the render step and the update tooling: its handlers pass MLflow's
+  items straight to Runner, and its agent.py has no hooks;
+- 0.1.0: the working tree as it is (the repo's HEAD);
+- 0.2.0, on a branch: 0.1.0 plus a template change to the render step (history.py, handlers.py,
+  a test for the new rule) and to the README.
+Updates run without --trust (unsafe=False); only the one across a migration needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import copier
+import pytest
+import yaml
+from copier.errors import UnsafeTemplateError
+from renders import ROOT, clean_env, render, uv
+from template_versions import append, git, new_repo, release, replace_once
+
+pytestmark = pytest.mark.xdist_group("update")
+
+CONFIG = yaml.safe_load((ROOT / "copier.yml").read_text())
+OWNER_FILES = set(CONFIG["_skip_if_exists"])
+COPIER = str(Path(sys.executable).with_name("copier"))
+GITHUB = "{% if github_ci %}.github{% endif %}"
+
+# The handler as agent apps wrote it before the render step existed.
+PRE_RENDER_MODEL_INPUT = """def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
+    return [item.model_dump() for item in request.input]
+
+
+"""
+# Files the update tooling added; an app from before it has none of them.
+UPDATE_TOOLING = [
+    "template/scripts/check_update_leftovers.py",
+    "template/.pre-commit-config.yaml",
+    "template/tests/test_update_leftovers.py",
+    "template/tests/test_owner_hooks.py",
+    f"template/{GITHUB}/workflows/template-update.yml",
+]
+
+
+def before_the_render_step(repo: Path) -> None:
+    replace_once(repo / "template/agent_server/handlers.py", r"def model_input\(.*?\n\n\n", PRE_RENDER_MODEL_INPUT)
+    replace_once(repo / "template/agent_server/agent.py.jinja", r"\n\n\ndef customize_history\(.*", "\n")
+    for name in UPDATE_TOOLING:
+        (repo / name).unlink()
+
+
+def template_change(repo: Path) -> None:
+    """What a template release typically does: a new render rule, wired into the handlers, with a test."""
+    append(
+        repo / "template/agent_server/history.py",
+        textwrap.dedent('''
+
+            def strip_byte_order_marks(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                """A byte order mark at the start of a user's text is dropped."""
+                return [
+                    {**item, "content": item["content"].lstrip("\\ufeff")}
+                    if item.get("role") == "user" and isinstance(item.get("content"), str)
+                    else item
+                    for item in items
+                ]
+            '''),
+    )
+    handlers = repo / "template/agent_server/handlers.py"
+    assert "def model_input(" in handlers.read_text(), "handlers.py has no model_input: update this synthetic edit"
+    append(
+        handlers,
+        textwrap.dedent("""
+
+            from agent_server.history import strip_byte_order_marks  # noqa: E402
+
+            _model_input_without_the_new_rule = model_input
+
+
+            def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
+                return strip_byte_order_marks(_model_input_without_the_new_rule(request))
+            """),
+    )
+    (repo / "template/tests/test_byte_order_marks.py").write_text(
+        textwrap.dedent('''\
+            # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+            """The rule added by the template's release 0.2.0."""
+
+            import pytest
+            from support import Chat, reply_text
+
+            from agent_server.history import strip_byte_order_marks
+
+
+            def test_the_rule():
+                items = [{"role": "user", "content": "\\ufeffHi"}, {"role": "assistant", "content": "\\ufeffHo"}]
+                assert strip_byte_order_marks(items) == [items[0] | {"content": "Hi"}, items[1]]
+
+
+            @pytest.mark.parametrize("api_mode", ["chat_completions", "responses"], indirect=True)
+            def test_the_model_never_sees_a_byte_order_mark(app_client):
+                assert reply_text(Chat(app_client, stream=False).send("\\ufeffHello")).endswith("You said: Hello")
+            '''),
+    )
+    append(repo / "template/README.md.jinja", "\n## Support\n\nAsk the platform team.\n")
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = new_repo(tmp_path_factory.mktemp("template") / "repo")
+    release(repo, "0.0.1", before_the_render_step)
+    release(repo, "0.1.0")
+    git("switch", "-q", "-c", "next", cwd=repo)
+    release(repo, "0.2.0", template_change, from_working_tree=False)
+    git("switch", "-q", "main", cwd=repo)  # HEAD is 0.1.0, the working tree
+    return repo
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def generate(dest: Path, src: Path, version: str, data: dict | None = None) -> Path:
+    """`copier copy` of one version, into a git repo with the result committed, as an owner starts."""
+    render(dest, data, src=src, vcs_ref=version)
+    git("init", "-q", "-b", "main", cwd=dest)
+    commit(dest, "Generate the app")
+    return dest
+
+
+def commit(app: Path, message: str) -> None:
+    git("add", "--all", cwd=app)
+    git("commit", "-q", "-m", message, cwd=app)
+
+
+def update(app: Path, version: str, unsafe: bool = False) -> None:
+    copier.run_update(
+        str(app), vcs_ref=version, defaults=True, overwrite=True, unsafe=unsafe, conflict="inline", quiet=True
+    )
+
+
+def assert_no_leftovers(app: Path) -> None:
+    assert not list(app.rglob("*.rej"))
+    assert git("ls-files", "-u", cwd=app) == "", "files left unmerged"
+    # The app's own check, as its CI and pre-commit hook run it.
+    result = subprocess.run(
+        [sys.executable, "scripts/check_update_leftovers.py"], cwd=app, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout
+
+
+def files(app: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(app)): path.read_bytes()
+        for path in sorted(app.rglob("*"))
+        if path.is_file() and not {".git", ".venv"} & set(path.relative_to(app).parts)
+    }
+
+
+def answers(app: Path) -> dict:
+    return yaml.safe_load((app / ".copier-answers.yml").read_text())
+
+
+def check_update(app: Path) -> int:
+    """`copier check-update --quiet`: 2 when a newer release is out, as the app's weekly workflow runs it."""
+    return subprocess.run([COPIER, "check-update", "--quiet", str(app)], capture_output=True, text=True).returncode
+
+
+def app_env() -> dict[str, str]:
+    return clean_env(LLM_PROVIDER="offline", LLM_MODEL="offline", LLM_API="chat_completions")
+
+
+def relock_and_test(app: Path) -> str:
+    """The closing message's steps: `uv lock`, `uv sync --locked`, `uv run pytest`; returns pytest's output."""
+    uv_from_cache("lock", "--no-config", cwd=app)
+    uv("sync", "--locked", "--no-config", cwd=app)
+    result = uv("run", "--locked", "--no-config", "pytest", "-v", "-p", "no:cacheprovider", cwd=app, env=app_env())
+    summary = result.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and not re.search(r"failed|error|skipped", summary), summary
+    return result.stdout
+
+
+# --- 1. the previous version updates to HEAD ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data", [{}, {"app_name": "support-bot", "llm_api": "responses", "github_ci": False}], ids=["defaults", "custom"]
+)
+def test_previous_version_updates_to_what_head_renders(versions, tmp_path, data):
+    app = generate(tmp_path / "app", versions, "0.0.1", data)
+    old = files(app)
+
+    result = subprocess.run(
+        [COPIER, "update", "--defaults", "--vcs-ref", "HEAD", str(app)], capture_output=True, text=True
+    )  # the CLI, as an owner runs it: no --trust
+    assert result.returncode == 0, result.stderr
+
+    assert_no_leftovers(app)
+    updated = files(app)
+    fresh = files(render(tmp_path / "fresh", data, src=versions, vcs_ref="HEAD"))
+    assert answers(app) == answers(tmp_path / "fresh")
+    assert answers(app)["_commit"] == "0.1.0"
+    for owned in OWNER_FILES:  # rendered once and never touched again
+        assert updated.pop(owned) == old[owned], owned
+        fresh.pop(owned)
+    assert updated.keys() == fresh.keys()
+    assert [name for name in updated if updated[name] != fresh[name]] == []
+
+
+# --- 2. a customised app ------------------------------------------------------------------------
+
+OWNER_INSTRUCTIONS = 'INSTRUCTIONS = """You are the support bot for Acme. Use count_words for word counts."""'
+OWNER_TOOL = '''@function_tool
+def count_words(text: str) -> int:
+    """Count the words in a text."""
+    return len(funcy.re_all(r"\\w+", text))
+
+
+def create_agent('''
+OWNER_TEST = '''"""The owner's own test: kept by every update."""
+
+from agent_server.agent import create_agent
+
+
+def test_my_agent():
+    agent = create_agent()
+    assert "Acme" in agent.instructions
+    assert [tool.name for tool in agent.tools] == ["get_current_time", "count_words"]
+'''
+OWNER_README = "Questions about this bot go to the Acme support team.\n\n"
+OWNER_ENV = "\n# Acme's search service, used by the search tool.\nACME_SEARCH_URL=http://localhost:9200\n"
+
+
+def customise(app: Path) -> None:
+    """What an owner does: their instructions and a tool, a test, a dependency, README and .env.example edits."""
+    agent = app / "agent_server/agent.py"
+    replace_once(agent, r'INSTRUCTIONS = """.*?"""', OWNER_INSTRUCTIONS)
+    replace_once(agent, r"def create_agent\(", OWNER_TOOL)
+    replace_once(agent, r"tools=\[get_current_time\]", "tools=[get_current_time, count_words]")
+    replace_once(agent, r"\nfrom agents import ", "\nimport funcy\nfrom agents import ")
+    (app / "tests/test_my_agent.py").write_text(OWNER_TEST)
+    replace_once(app / "README.md", r"## Quick start\n\n", "## Quick start\n\n" + OWNER_README)
+    append(app / ".env.example", OWNER_ENV)
+    add_dependency(app, f"funcy=={locked_version(ROOT / 'uv.lock', 'funcy')}")
+
+
+def add_dependency(app: Path, requirement: str) -> None:
+    """`uv add`: changes pyproject.toml and uv.lock.
+
+    funcy is small, pure Python, not in the app's lock, and in this repo's own lock, so the uv
+    cache holds it once `scripts/test` has synced.
+    """
+    uv_from_cache("add", "--no-config", "--no-sync", requirement, cwd=app)
+
+
+def uv_from_cache(*args: str, cwd: Path) -> None:
+    """Offline when the uv cache holds the index pages too; on a cold cache, ask the registry as `uv sync` does."""
+    try:
+        uv(*args, "--offline", cwd=cwd)
+    except AssertionError:
+        uv(*args, cwd=cwd)
+
+
+def locked_version(lock: Path, name: str) -> str:
+    packages = tomllib.loads(lock.read_text())["package"]
+    return next(package["version"] for package in packages if package["name"] == name)
+
+
+def test_customised_app_keeps_its_changes_and_gets_the_template_change(versions, tmp_path):
+    app = generate(tmp_path / "app", versions, "0.1.0")
+    customise(app)
+    commit(app, "My agent")
+    mine = files(app)
+    assert "funcy" in mine["pyproject.toml"].decode() and "funcy" in mine["uv.lock"].decode()
+    assert check_update(app) == 2, "0.2.0 is out"
+
+    update(app, "0.2.0")
+
+    assert_no_leftovers(app)
+    now = files(app)
+    # The owner's changes are all there.
+    for name in ("agent_server/agent.py", "tests/test_my_agent.py", "uv.lock"):
+        assert now[name] == mine[name], name
+    assert '"funcy==' in now["pyproject.toml"].decode()
+    assert OWNER_README in now["README.md"].decode()
+    assert now[".env.example"].decode().endswith(OWNER_ENV)
+    # The template's change arrived, in the files it owns and in the shared README.
+    assert "def strip_byte_order_marks(" in now["agent_server/history.py"].decode()
+    assert "_model_input_without_the_new_rule(request)" in now["agent_server/handlers.py"].decode()
+    assert "tests/test_byte_order_marks.py" in now
+    assert now["README.md"].decode().endswith("## Support\n\nAsk the platform team.\n")
+    assert answers(app)["_commit"] == "0.2.0"
+
+    output = relock_and_test(app)
+    for test in ("test_byte_order_marks.py::test_the_rule", "test_my_agent.py::test_my_agent"):
+        assert re.search(rf"{re.escape(test)}\S* PASSED", output), test
+    commit(app, "Update from the template")
+    assert check_update(app) == 0, "up to date"
+
+
+# --- 3. the retrofit: an app from before the render step ----------------------------------------
+
+SECOND_PROMPT = '''"""Two prompts through the app; the second replays the first answer the way chat UIs do."""
+import json
+
+from fastapi.testclient import TestClient
+
+from agent_server.app import app
+
+with TestClient(app) as client:
+    first = client.post("/invocations", json={"input": [{"role": "user", "content": "Hello"}]})
+    message = next(item for item in first.json()["output"] if item["type"] == "message")
+    text = "\\n".join(part["text"] for part in message["content"] if part["type"] == "output_text")
+    history = [
+        {"role": "user", "content": "Hello"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]},
+        {"role": "user", "content": "And again"},
+    ]
+    second = client.post("/invocations", json={"input": history})
+print(json.dumps({"first": first.status_code, "second": second.status_code, "body": second.text}))
+'''
+
+
+def second_prompt(app: Path, probe: Path) -> dict:
+    result = uv("run", "--locked", "--no-config", "python", str(probe), cwd=app, env=app_env())
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_app_from_before_the_render_step_gets_it_and_its_second_prompt_works(versions, tmp_path):
+    probe = tmp_path / "second_prompt.py"
+    probe.write_text(SECOND_PROMPT)
+    app = generate(tmp_path / "app", versions, "0.0.1")
+    uv("sync", "--locked", "--no-config", cwd=app)
+
+    before = second_prompt(app, probe)
+    assert (before["first"], before["second"]) == (200, 500)
+    assert "Unhandled item type or structure" in before["body"]
+
+    update(app, "HEAD")
+    assert_no_leftovers(app)
+    assert "render_history(" in (app / "agent_server/handlers.py").read_text()
+    assert "customize_history" not in (app / "agent_server/agent.py").read_text(), "the owner's agent.py is kept"
+
+    output = relock_and_test(app)  # the app's whole suite, with an agent.py that predates the hooks
+    assert "test_owner_hooks.py" in output
+    after = second_prompt(app, probe)
+    assert (after["first"], after["second"]) == (200, 200), after["body"]
+    assert "I saw 2 user, 1 assistant and 0 tool turns. You said: And again" in after["body"]
+
+
+# --- 4. trust: only an update across a migration needs it ---------------------------------------
+
+
+def readme_migration() -> dict:
+    """The migration example in README.md, which this test runs."""
+    block = re.search(r"```yaml\n(_migrations:\n.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    assert block, "README.md has no _migrations example"
+    (migration,) = yaml.safe_load(block.group(1))["_migrations"]
+    return migration
+
+
+def rename_the_agent_module(repo: Path) -> None:
+    """A release that renames the owner's agent.py, with the README's migration."""
+    git("mv", "template/agent_server/agent.py.jinja", "template/agent_server/my_agent.py.jinja", cwd=repo)
+    migration = readme_migration() | {"version": "0.2.0"}
+    append(repo / "copier.yml", f"\n_migrations:\n  - {json.dumps(migration)}\n")
+    replace_once(
+        repo / "copier.yml",
+        r"\n  - agent_server/agent\.py\n",
+        "\n  - agent_server/agent.py\n  - agent_server/my_agent.py\n",
+    )
+
+
+def test_only_an_update_across_a_migration_needs_trust(tmp_path):
+    repo = new_repo(tmp_path / "template")
+    release(repo, "0.1.0")
+    release(repo, "0.2.0", rename_the_agent_module, from_working_tree=False)
+    app = generate(tmp_path / "app", repo, "0.1.0")
+    replace_once(app / "agent_server/agent.py", r'INSTRUCTIONS = """.*?"""', OWNER_INSTRUCTIONS)
+    commit(app, "My agent")
+    mine = (app / "agent_server/agent.py").read_text()
+
+    with pytest.raises(UnsafeTemplateError, match="migrations"):
+        update(app, "0.2.0")
+    assert git("status", "--porcelain", cwd=app) == "", "a refused update changes nothing"
+
+    update(app, "0.2.0", unsafe=True)
+    assert_no_leftovers(app)
+    assert not (app / "agent_server/agent.py").exists()
+    assert (app / "agent_server/my_agent.py").read_text() == mine, "the owner's code moved with the file"
+    assert "R  agent_server/agent.py -> agent_server/my_agent.py" in git("status", "--porcelain", cwd=app)
+
+
+def test_migrations_follow_the_policy():
+    """Every migration has a version (so only updates across it need --trust) and a CHANGELOG entry saying so."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    for migration in CONFIG.get("_migrations", []):
+        assert isinstance(migration, dict) and migration.get("version"), migration
+        assert "_stage == 'before'" in migration.get("when", ""), migration
+        entry = changelog.split(f"## {migration['version']}", 1)
+        assert len(entry) == 2 and "--trust" in entry[1].split("\n## ", 1)[0], migration["version"]
+    assert readme_migration()["version"], "the documented example has a version too"
