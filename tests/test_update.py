@@ -405,3 +405,11 @@ def test_migrations_follow_the_policy():
         entry = changelog.split(f"## {migration['version']}", 1)
         assert len(entry) == 2 and "--trust" in entry[1].split("\n## ", 1)[0], migration["version"]
     assert readme_migration()["version"], "the documented example has a version too"
+
+
+def test_owner_files_and_the_closing_message():
+    assert {"uv.lock", "agent_server/agent.py"} <= OWNER_FILES
+    message = CONFIG["_message_after_update"]
+    steps = ["git status", "check_update_leftovers.py", "uv lock", "uv sync --locked", "uv run pytest", "git commit"]
+    positions = [message.find(step) for step in steps]
+    assert -1 not in positions and positions == sorted(positions), message
