@@ -41,9 +41,10 @@ shows every shape clients really send, and its render):
   receives history only through MLflow's `ResponsesAgentRequest`, which rejects both,
   and the chat-completions converter cannot read them either; the error says so
   instead of leaving MLflow to answer with a pydantic dump.
-- chat-completions mode only: an image given only by `file_id`, or a file given
-  only by `file_url`, is a HistoryError (the SDK's converter cannot send them; the
-  Responses API can).
+- chat-completions mode only: an image given only by `file_id`, or a file without
+  `file_data` (given by `file_id` or `file_url`), is a HistoryError: the SDK's
+  chat-completions converter cannot send them in every supported version (0.18's
+  takes only `file_data`), while the Responses API can.
 - anything else is a HistoryError naming the item's index.
 """
 
@@ -246,8 +247,8 @@ def _check_chat_completions(item: dict[str, Any], index: int) -> None:
     for part in content if isinstance(content, list) else []:
         if part["type"] == "input_image" and "image_url" not in part:
             raise HistoryError(index, "an image given only by 'file_id' needs LLM_API=responses; send its URL instead")
-        if part["type"] == "input_file" and not {"file_data", "file_id"} & part.keys():
-            raise HistoryError(index, "a file given only by 'file_url' needs LLM_API=responses; send its data instead")
+        if part["type"] == "input_file" and "file_data" not in part:
+            raise HistoryError(index, "a file without 'file_data' needs LLM_API=responses; send its data instead")
 
 
 def _chat_tool_call(call: Any, index: int) -> dict[str, Any]:

@@ -81,15 +81,22 @@ SHAPES: list[Shape] = [
         client="Databricks chat UI (`@databricks/ai-sdk-provider` 0.5.1, Responses endpoint)",
         note=(
             "The UI keeps every turn as Vercel AI SDK messages and the provider converts them: user text "
-            "becomes `input_text` parts, and assistant text an `output_text` message with no `type` key, "
-            "carrying the item id the app streamed (`msg_...`, or a UUID from other agents). "
-            "The render turns the assistant item into plain text and drops the id."
+            "becomes `input_text` parts, and assistant text an `output_text` message with no `type` key. "
+            "The UI's reasoning middleware drops the item id; without it the provider sends the id the agent "
+            "streamed (`msg_...` from this app, a UUID from others). The render makes plain text of both."
         ),
         history=[
             input_text("Hello"),
-            {"role": "assistant", "content": [output_text_part("Hi! How can I help?")], "id": UUID_1},
+            {"role": "assistant", "content": [output_text_part("Hi! How can I help?")]},
+            input_text("Tell me a joke."),
+            {"role": "assistant", "content": [output_text_part("Why did the chicken cross the road?")], "id": UUID_1},
         ],
-        render=[input_text("Hello"), assistant("Hi! How can I help?")],
+        render=[
+            input_text("Hello"),
+            assistant("Hi! How can I help?"),
+            input_text("Tell me a joke."),
+            assistant("Why did the chicken cross the road?"),
+        ],
     ),
     Shape(
         name="chat-ui-tool-turn",
@@ -97,7 +104,8 @@ SHAPES: list[Shape] = [
         note=(
             "A tool the agent ran comes back as a `function_call` carrying the item id the UI saw "
             "(`fc_...` from this app, a UUID from others) and `arguments` re-serialised by `JSON.stringify` "
-            "(no spaces), followed at once by its `function_call_output`. The render drops the ids."
+            "(no spaces), followed at once by its `function_call_output`. The render drops the ids. "
+            "tests/chat_ui_client in the template repository holds this conversation with the real packages."
         ),
         history=[
             input_text("What time is it in Paris?"),
@@ -109,7 +117,7 @@ SHAPES: list[Shape] = [
                 "id": UUID_1,
             },
             {"type": "function_call_output", "call_id": "call_1", "output": TIME},
-            {"role": "assistant", "content": [output_text_part(ANSWER)], "id": UUID_2},
+            {"role": "assistant", "content": [output_text_part(ANSWER)]},
         ],
         render=[
             input_text("What time is it in Paris?"),
@@ -360,7 +368,7 @@ SHAPES: list[Shape] = [
                         "type": "file",
                         "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"},
                     },
-                    {"type": "input_file", "file_id": "file-abc123", "file_url": None},
+                    {"type": "input_file", "file_data": "data:text/plain;base64,aGk=", "file_id": None},
                 ],
             },
             assistant("It is empty."),
@@ -371,19 +379,20 @@ SHAPES: list[Shape] = [
                 "content": [
                     {"type": "input_text", "text": "Summarise this."},
                     {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"},
-                    {"type": "input_file", "file_id": "file-abc123"},
+                    {"type": "input_file", "file_data": "data:text/plain;base64,aGk="},
                 ],
             },
             assistant("It is empty."),
         ],
     ),
     Shape(
-        name="file-by-url",
-        client="Clients that attach a file by URL",
+        name="file-by-reference",
+        client="Clients that attach files by URL or by an OpenAI file id",
         group="Edge shapes",
         note=(
-            "The Responses API fetches `file_url` itself; the SDK's chat-completions converter cannot send it, "
-            "so in chat-completions mode it is a 400 that says what to do."
+            "The Responses API fetches a `file_url` or a `file_id` itself. The SDK's chat-completions converter "
+            "cannot send them in every supported version (and only OpenAI's own API knows its file ids), so in "
+            "chat-completions mode the first such part is a 400 that says what to do."
         ),
         history=[
             {
@@ -391,6 +400,8 @@ SHAPES: list[Shape] = [
                 "content": [
                     {"type": "input_text", "text": "Summarise this."},
                     {"type": "input_file", "file_url": "https://example.com/report.pdf"},
+                    {"type": "input_file", "file_id": "file-abc123"},
+                    {"type": "input_image", "file_id": "file-img456"},
                 ],
             },
             assistant("It is short."),
@@ -401,11 +412,13 @@ SHAPES: list[Shape] = [
                 "content": [
                     {"type": "input_text", "text": "Summarise this."},
                     {"type": "input_file", "file_url": "https://example.com/report.pdf"},
+                    {"type": "input_file", "file_id": "file-abc123"},
+                    {"type": "input_image", "file_id": "file-img456", "detail": "auto"},
                 ],
             },
             assistant("It is short."),
         ],
-        error="input[0]: a file given only by 'file_url' needs LLM_API=responses",
+        error="input[0]: a file without 'file_data' needs LLM_API=responses",
         error_modes=("chat_completions",),
     ),
     Shape(

@@ -189,7 +189,7 @@ def test_multimodal_user_content_is_kept():
         {"type": "input_file", "file_id": "file_1", "file_url": None},
         {"type": "file", "file": {"file_data": "data:application/pdf;base64,AAAA", "filename": "a.pdf"}},
     ]
-    assert render_history([{"role": "user", "content": content}]) == [
+    assert render_history([{"role": "user", "content": content}], api="responses") == [
         {
             "role": "user",
             "content": [
@@ -215,9 +215,10 @@ def test_part_keys_the_render_has_no_rule_for_are_kept_for_the_api_to_judge():
     ("part", "reason"),
     [
         ({"type": "input_image", "file_id": "file_1"}, "only by 'file_id' needs LLM_API=responses"),
-        ({"type": "input_file", "file_url": "https://example.com/a.pdf"}, "only by 'file_url' needs LLM_API=responses"),
+        ({"type": "input_file", "file_url": "https://example.com/a.pdf"}, "without 'file_data' needs LLM_API="),
+        ({"type": "input_file", "file_id": "file_1"}, "without 'file_data' needs LLM_API=responses"),
     ],
-    ids=["image-file-id", "file-url"],
+    ids=["image-file-id", "file-url", "file-id"],
 )
 def test_parts_only_the_responses_api_can_fetch(part, reason):
     history = [{"role": "user", "content": [part]}]

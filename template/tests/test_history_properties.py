@@ -110,7 +110,7 @@ def user_turn(draw: st.DrawFn, expected: Expected) -> list[dict[str, Any]]:
                         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
                         {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "low"},
                         {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a"},
-                        {"type": "file", "file": {"file_id": "file-abc123"}},
+                        {"type": "file", "file": {"file_data": "data:text/plain;base64,aGk=", "filename": "b"}},
                     ]
                 )
             )

@@ -1,0 +1,77 @@
+"""The SDK version matrix: the app's history and multi-turn tests against each supported openai-agents line.
+
+Each supported release line runs in its own xdist group, so the lines spread over the
+workers. uv's cache makes the repeated installs fast. The render's output is also put
+through the chat-completions converter of releases below the supported range (they need
+`openai<3`), in an environment of their own, to show it does not depend on the SDK version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from renders import ROOT, TEMPLATE, uv
+
+# Oldest: the first line that installs beside the locked openai 3.x. Newest: the newest release.
+SUPPORTED_LINES = ["0.21", "0.22", "0.23", "0.24"]
+# Below the range; their converters must still accept the render, with the same result.
+CONVERTER_LINES = ["0.18", "0.20"]
+APP_TESTS = [
+    "tests/test_history.py",
+    "tests/test_history_catalogue.py",
+    "tests/test_history_properties.py",
+    "tests/test_multiturn.py",
+    "tests/test_regression.py",
+]
+CONVERTER_CHECK = Path(__file__).with_name("converter_check.py")
+
+
+def synced(app: Path) -> Path:
+    uv("sync", "--locked", "--no-config", cwd=app)
+    return app
+
+
+@pytest.mark.parametrize(
+    "line", [pytest.param(line, marks=pytest.mark.xdist_group(f"sdk-{line}")) for line in SUPPORTED_LINES]
+)
+def test_app_history_and_multiturn_tests_pass(renders, line):
+    app = synced(renders["defaults"])
+    with_sdk = ["run", "--locked", "--no-config", "--with", f"openai-agents=={line}.*"]
+    version = "import importlib.metadata as m; print(m.version('openai-agents'))"
+    installed = uv(*with_sdk, "python", "-c", version, cwd=app)
+    assert installed.stdout.strip().startswith(f"{line}."), installed.stdout
+    result = uv(*with_sdk, "pytest", "-p", "no:cacheprovider", "-q", *APP_TESTS, cwd=app)
+    summary = result.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and not re.search(r"failed|skipped|xfail|error", summary), summary
+
+
+def converted(app: Path, *uv_args: str) -> dict:
+    result = uv("run", *uv_args, "python", str(CONVERTER_CHECK), str(app), cwd=app)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.xdist_group("sdk-converters")
+@pytest.mark.parametrize("line", CONVERTER_LINES)
+def test_render_is_the_same_through_older_chat_converters(renders, line):
+    app = synced(renders["defaults"])
+    locked = converted(app, "--locked", "--no-config")
+    older = converted(app, "--no-project", "--no-config", "--with", f"openai-agents=={line}.*", "--with", "openai<3")
+    assert older["versions"]["openai-agents"].startswith(f"{line}.")
+    assert older["versions"]["openai"].startswith("2.")
+    assert older["results"].keys() == locked["results"].keys()
+    for name, entry in locked["results"].items():
+        assert older["results"][name] == entry, f"{name}: {line} converts the render differently"
+
+
+def test_supported_range_matches_pyproject_and_readme():
+    project = tomllib.loads((TEMPLATE / "pyproject.toml").read_text())
+    spec = next(dep for dep in project["project"]["dependencies"] if dep.startswith("openai-agents"))
+    major, minor = SUPPORTED_LINES[-1].split(".")
+    assert spec == f"openai-agents>={SUPPORTED_LINES[0]},<{major}.{int(minor) + 1}"
+    readme = (TEMPLATE / "README.md.jinja").read_text()
+    assert f"openai-agents {SUPPORTED_LINES[0]} to {SUPPORTED_LINES[-1]}" in readme
+    assert f"openai-agents {SUPPORTED_LINES[0]} to {SUPPORTED_LINES[-1]}" in (ROOT / "README.md").read_text()
