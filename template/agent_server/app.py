@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents import set_tracing_disabled
 from fastapi.responses import HTMLResponse
 from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
+from agent_server import tracing
 from agent_server.request_guard import RequestGuard
 
-# The SDK's own tracing exports to OpenAI's servers; this app traces with MLflow instead.
-set_tracing_disabled(True)
+# Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/tracing.py).
+tracing.configure()
 
 agent_server = AgentServer("ResponsesAgent")
 app = agent_server.app
 app.add_middleware(RequestGuard)
+app.router.on_shutdown.append(tracing.flush)
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

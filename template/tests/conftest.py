@@ -14,6 +14,17 @@ from agent_server import llm
 API_MODES = ["chat_completions", "responses"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tests' MLflow traces go to a temporary local store, not the project's ./mlruns."""
+    with pytest.MonkeyPatch.context() as patch:
+        # A folder that does not exist yet: MLflow creates it with its default experiment.
+        uri = f"file:{tmp_path_factory.mktemp('traces') / 'mlruns'}"
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+        yield uri
+
+
 @pytest.fixture(params=API_MODES)
 def api_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("LLM_PROVIDER", "offline")

@@ -1,0 +1,84 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""MLflow tracing: each request is one trace with the agent run inside, and a tracing back end
+that cannot be reached never fails a request."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import mlflow
+import pytest
+from support import Chat, free_port
+
+from agent_server.tracing import BOUNDED_EXPORT, LOCAL_STORE, tracing_environment
+
+START_APP = str(Path(sys.executable).with_name("start-app"))
+
+
+def test_local_store_and_bounded_async_export_by_default():
+    added = tracing_environment({})
+    assert added["MLFLOW_TRACKING_URI"] == LOCAL_STORE
+    assert added["MLFLOW_ALLOW_FILE_STORE"] == "true"
+    assert added["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] == "true"
+    assert int(added["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]) <= 3
+    assert int(added["MLFLOW_HTTP_REQUEST_TIMEOUT"]) <= 30
+
+
+def test_what_the_environment_sets_wins():
+    deployed = {"MLFLOW_TRACKING_URI": "databricks", "MLFLOW_EXPERIMENT_ID": "42", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+    added = tracing_environment(deployed)
+    assert set(added) == set(BOUNDED_EXPORT) - {"MLFLOW_HTTP_REQUEST_TIMEOUT"}
+    assert tracing_environment({"MLFLOW_TRACKING_URI": "http://127.0.0.1:5000"}).get("MLFLOW_ALLOW_FILE_STORE") is None
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+def test_a_request_is_one_trace_with_the_agent_run_and_tool_call_inside(app_client, stream):
+    Chat(app_client, stream).send("What time is it?")
+    mlflow.flush_trace_async_logging()
+    trace = mlflow.get_trace(mlflow.get_last_active_trace_id())
+    names = [span.name for span in trace.data.spans]
+    root = "handle_stream" if stream else "handle_invoke"
+    assert names[0] == root, names
+    assert "get_current_time" in names, names
+    assert len(names) >= 4, names  # the root, the agent run, two model calls and the tool call
+    assert trace.info.state.value == "OK"
+
+
+def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
+    """Export is asynchronous and bounded: requests answer, and the app still stops when asked."""
+    port = free_port()
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    keep = {key: value for key, value in os.environ.items() if not key.startswith(("LLM_", "MLFLOW_", "DATABRICKS_"))}
+    env = {**keep, "LLM_PROVIDER": "offline", "MLFLOW_TRACKING_URI": dead, "HOME": str(tmp_path)}
+    process = subprocess.Popen(
+        [START_APP, "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_for_health(url, process)
+        history = [{"role": "user", "content": "What time is it?"}]
+        for stream in (False, True, False):
+            response = httpx.post(f"{url}/invocations", json={"input": history, "stream": stream}, timeout=60)
+            assert response.status_code == 200, response.text
+            assert "get_current_time" in response.text
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=120)  # bounded retries: the flush at exit ends
+    assert "Failed to send trace" in output, output  # it did try, and the requests did not care
+
+
+def _wait_for_health(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0]
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise AssertionError(f"start-app did not answer on {url}/health within {timeout}s")
