@@ -51,7 +51,11 @@ def configure(env: MutableMapping[str, str] | None = None) -> None:
 
     import mlflow.openai
     from agents import set_tracing_disabled
+    from mlflow.entities.trace_location import MlflowExperimentLocation
 
+    if experiment_id := env.get("MLFLOW_EXPERIMENT_ID"):
+        # Named up front, or MLflow asks the tracking server whether it exists as each request starts.
+        mlflow.tracing.set_destination(MlflowExperimentLocation(experiment_id=experiment_id))
     # Replaces the SDK's own trace exporter (which sends to OpenAI's servers) with MLflow's.
     mlflow.openai.autolog(silent=True)
     set_tracing_disabled(False)

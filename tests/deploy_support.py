@@ -1,0 +1,219 @@
+"""Rehearse what the Databricks Apps runtime does with a rendered app, on loopback and with no network
+but the package registries: install with the runtime's uv, run app.yaml's command with the platform's
+environment, against a fake workspace (fake_workspace.py) that serves OAuth and the model endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+from renders import ROOT, clean_env, run, uv
+
+# The uv of the Databricks Apps runtime, as its "system environment" page lists it.
+RUNTIME_UV_VERSION = "0.10.2"
+CLIENT_ID = "rehearsal-service-principal"
+CLIENT_SECRET = "rehearsal-secret"
+USER_TOKEN = "rehearsal-user-token"
+EXPERIMENT_ID = "4242"  # what the bundle's experiment resource resolves to
+WORKSPACE_ID = "1234567890123456"
+# databricks-sdk treats a token as expired 40 s before it does: 42 s leaves it about 2 s of use.
+TOKEN_LIFETIME = 42
+SDK_EXPIRY_MARGIN = 40
+
+
+def runtime_uv(dest: Path) -> Path:
+    """The runtime's uv, installed from the package registry into a virtual environment of its own."""
+    uv("venv", "--quiet", str(dest), cwd=dest.parent)
+    uv("pip", "install", "--quiet", "--python", str(dest / "bin" / "python"), f"uv=={RUNTIME_UV_VERSION}", cwd=dest)
+    binary = dest / "bin" / "uv"
+    assert run([str(binary), "--version"], cwd=dest).stdout.split()[1] == RUNTIME_UV_VERSION
+    return binary
+
+
+def clean_copy(render: Path, dest: Path) -> Path:
+    """The rendered app as a deploy uploads it: no environment, caches or traces from earlier runs."""
+    junk = shutil.ignore_patterns(".venv", "mlruns", "__pycache__", ".pytest_cache", ".ruff_cache")
+    shutil.copytree(render, dest, ignore=junk)
+    return dest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def sync_env() -> dict[str, str]:
+    """For `uv sync` as the runtime runs it: no user or project uv configuration from this machine."""
+    return clean_env(UV_NO_CONFIG="1")
+
+
+def uv_cache_dir() -> str:
+    return uv("cache", "dir", cwd=ROOT).stdout.strip()
+
+
+def platform_env(uv_binary: Path, home: Path, port: int, workspace: str, app_name: str) -> dict[str, str]:
+    """The variables Databricks Apps sets for every app, and a PATH whose uv is the runtime's."""
+    return {
+        "PATH": f"{uv_binary.parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),  # no ~/.databrickscfg: credentials come from the variables below
+        "UV_CACHE_DIR": uv_cache_dir(),  # only so the rehearsal downloads nothing twice
+        "DATABRICKS_APP_NAME": app_name,
+        "DATABRICKS_APP_PORT": str(port),
+        "DATABRICKS_HOST": workspace,
+        "DATABRICKS_WORKSPACE_ID": WORKSPACE_ID,
+        "DATABRICKS_CLIENT_ID": CLIENT_ID,
+        "DATABRICKS_CLIENT_SECRET": CLIENT_SECRET,
+    }
+
+
+def app_yaml_env(app: Path) -> dict[str, str]:
+    """app.yaml's env as the runtime passes it: `value` as is, `valueFrom` resolved from the app's resources."""
+    resolved = resource_values(app)
+    env = {}
+    for item in yaml.safe_load((app / "app.yaml").read_text())["env"]:
+        env[item["name"]] = str(item["value"]) if "value" in item else resolved[item["valueFrom"]]
+    return env
+
+
+def resource_values(app: Path) -> dict[str, str]:
+    """What each app resource in databricks.yml hands to `valueFrom`: an ID, a name or a secret's value."""
+    bundle = yaml.safe_load((app / "databricks.yml").read_text())
+    variables = {name: spec.get("default") for name, spec in (bundle.get("variables") or {}).items()}
+    [app_resource] = bundle["resources"]["apps"].values()
+    values = {}
+    for resource in app_resource.get("resources", []):
+        if "experiment" in resource:
+            values[resource["name"]] = EXPERIMENT_ID
+        elif "serving_endpoint" in resource:
+            name = resource["serving_endpoint"]["name"]
+            if name.startswith("${var."):
+                name = variables[name[len("${var.") : -1]]
+            values[resource["name"]] = name
+        elif "secret" in resource:
+            values[resource["name"]] = "rehearsal-secret-value"
+    return values
+
+
+def app_command(app: Path) -> list[str]:
+    return list(yaml.safe_load((app / "app.yaml").read_text())["command"])
+
+
+class Served:
+    """A server process on a loopback port: started, waited for, then stopped and its output kept."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path, url: str, log: Path) -> None:
+        self.args, self.env, self.cwd, self.url, self.log = args, env, cwd, url, log
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Served:
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT)
+        wait_until_up(self.url, self.process, self.log)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def run_to_exit(self, timeout: float = 300) -> int:
+        """For a process expected to stop by itself: its exit code."""
+        with self.log.open("w") as out:
+            done = subprocess.run(
+                self.args, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout
+            )
+        return done.returncode
+
+    def stop(self) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def wait_until_up(url: str, process: subprocess.Popen, log: Path, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"{process.args} exited ({process.returncode}):\n{log.read_text()}"
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.2)
+    raise AssertionError(f"{process.args} did not answer on {url} within {timeout}s:\n{log.read_text()}")
+
+
+def http(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"content-type": "application/json", **(headers or {})}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def fake_workspace(app: Path, port: int, log: Path) -> Served:
+    """fake_workspace.py, run with the app's own Python so it can answer with the app's offline model."""
+    args = [str(app / ".venv" / "bin" / "python"), str(ROOT / "tests" / "fake_workspace.py"), "--port", str(port)]
+    args += ["--client-id", CLIENT_ID, "--client-secret", CLIENT_SECRET, "--expires-in", str(TOKEN_LIFETIME)]
+    args += ["--user-token", USER_TOKEN, "--experiment-id", EXPERIMENT_ID]
+    url = f"http://127.0.0.1:{port}"
+    return Served(args, clean_env(), app, f"{url}/.well-known/databricks-config", log)
+
+
+def workspace_log(workspace: str) -> list[dict[str, Any]]:
+    status, body = http("GET", f"{workspace}/fake/log")
+    assert status == 200, body
+    return json.loads(body)
+
+
+class Chat:
+    """Talks to /invocations the way chat UIs do: keeps the history and replays each answer without ids."""
+
+    def __init__(self, url: str, stream: bool, headers: dict[str, str] | None = None) -> None:
+        self.url, self.stream, self.headers = url, stream, headers or {}
+        self.history: list[dict[str, Any]] = []
+
+    def send(self, text: str) -> list[dict[str, Any]]:
+        self.history.append({"role": "user", "content": text})
+        body = {"input": self.history, "stream": self.stream}
+        status, answer = http("POST", f"{self.url}/invocations", body, self.headers)
+        assert status == 200, answer
+        items = self._items(answer)
+        for item in items:
+            if item["type"] == "message":
+                text = "\n".join(part["text"] for part in item["content"] if part["type"] == "output_text")
+                part = {"type": "output_text", "text": text}
+                self.history.append({"type": "message", "role": "assistant", "content": [part]})
+            else:
+                self.history.append(item)
+        return items
+
+    def _items(self, answer: str) -> list[dict[str, Any]]:
+        if not self.stream:
+            return json.loads(answer)["output"]
+        events = [json.loads(line[6:]) for line in answer.splitlines() if line.startswith("data: {")]
+        assert not [event for event in events if "error" in event], events
+        return [event["item"] for event in events if event.get("type") == "response.output_item.done"]
+
+
+def reply(items: list[dict[str, Any]]) -> str:
+    [message] = [item for item in items if item["type"] == "message"]
+    return message["content"][0]["text"]

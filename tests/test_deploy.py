@@ -1,0 +1,379 @@
+"""Deploying a generated app: to Databricks Apps with the bundle, or to any host with the Dockerfile.
+
+- Schema: every render's databricks.yml reads cleanly into the official databricks-bundles models,
+  and a broken one does not.
+- app.yaml: a command list and env entries, the same as the bundle's app config.
+- Rehearsal: what the Apps runtime does, offline: `uv sync --locked` with the runtime's uv, then
+  app.yaml's command with the platform's environment, against a fake workspace on loopback that
+  serves OAuth M2M and the serving endpoints (tests/fake_workspace.py).
+- The Dockerfile: lint, then its install and start steps run as plain commands in a clean folder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from bundle_schema import BundleError, app_config, load, validate
+from deploy_support import (
+    EXPERIMENT_ID,
+    RUNTIME_UV_VERSION,
+    SDK_EXPIRY_MARGIN,
+    TOKEN_LIFETIME,
+    USER_TOKEN,
+    Chat,
+    Served,
+    app_command,
+    app_yaml_env,
+    clean_copy,
+    fake_workspace,
+    free_port,
+    platform_env,
+    reply,
+    runtime_uv,
+    sync_env,
+    workspace_log,
+)
+from renders import MATRIX, clean_env, run
+
+ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+# --------------------------------------------------------------------------------------------
+# Schema: databricks.yml
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_databricks_yml_reads_into_the_official_bundle_models(renders, name):
+    app = renders[name]
+    answers = yaml.safe_load((app / ".copier-answers.yml").read_text())
+    targets = validate((app / "databricks.yml").read_text())
+    assert set(targets) == {"dev", "prod"}
+    assert targets["prod"]["apps"]["agent"].name == answers["app_name"]
+    assert targets["dev"]["apps"]["agent"].name.endswith("-dev")
+    for target in targets.values():
+        agent = target["apps"]["agent"]
+        [experiment] = [resource.experiment for resource in agent.resources if resource.experiment]
+        assert experiment.experiment_id.path == "resources.experiments.traces.id"  # the bundle's own experiment
+        assert experiment.permission.value == "CAN_EDIT"  # the app's service principal writes traces
+        assert agent.source_code_path == "."
+        if answers["llm_provider"] == "openai":
+            [secret] = [resource.secret for resource in agent.resources if resource.secret]
+            assert (secret.key, secret.permission.value) == ("openai-api-key", "READ")
+        else:
+            [endpoint] = [resource.serving_endpoint for resource in agent.resources if resource.serving_endpoint]
+            assert endpoint.permission.value == "CAN_QUERY"
+
+
+BROKEN = {
+    "misspelt key": ("source_code_path: .", "source_code_pth: ."),
+    "unknown permission level": ("permission: CAN_EDIT", "permission: CAN_WRITE"),
+    "unknown app permission level": (
+        "      # permissions:\n      #   - level: CAN_USE\n      #     group_name: users",
+        "      permissions:\n        - level: CAN_VIEW\n          group_name: users",
+    ),
+    "misspelt target key": ("default: true", "defualt: true"),
+    "unknown mode": ("mode: production", "mode: prod"),
+    "reference to nothing": ("${resources.experiments.traces.id}", "${resources.experiments.trace.id}"),
+    "invalid app name": ("      name: my-agent\n", "      name: My_Agent\n"),
+}
+
+
+@pytest.mark.parametrize("change", BROKEN, ids=list(BROKEN))
+def test_a_broken_databricks_yml_is_refused(renders, change):
+    text = (renders["defaults"] / "databricks.yml").read_text()
+    old, new = BROKEN[change]
+    assert text.count(old) == 1, f"the test's anchor {old!r} is not in databricks.yml once"
+    with pytest.raises(BundleError):
+        validate(text.replace(old, new))
+
+
+def test_the_schema_check_accepts_an_added_permission(renders):
+    """The negative cases above fail for what they break, not for touching the file."""
+    text = (renders["defaults"] / "databricks.yml").read_text()
+    old, new = BROKEN["unknown app permission level"]
+    validate(text.replace(old, new.replace("CAN_VIEW", "CAN_USE")))
+
+
+# --------------------------------------------------------------------------------------------
+# app.yaml
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_app_yaml_is_what_the_runtime_reads_and_agrees_with_the_bundle(renders, name):
+    app = renders[name]
+    app_yaml = yaml.safe_load((app / "app.yaml").read_text())
+    assert set(app_yaml) == {"command", "env"}
+    assert isinstance(app_yaml["command"], list) and all(isinstance(arg, str) for arg in app_yaml["command"])
+    assert app_yaml["command"] == ["uv", "run", "--locked", "start-app"]
+    bundle = (app / "databricks.yml").read_text()
+    [agent] = load(bundle)["resources"]["apps"].values()
+    resource_names = {resource["name"] for resource in agent["resources"]}
+    for item in app_yaml["env"]:
+        assert set(item) in ({"name", "value"}, {"name", "valueFrom"}), item
+        assert ENV_NAME.match(item["name"]), item
+        assert isinstance(item.get("value", ""), str), f"{item['name']}: a value must be a string"
+        if "valueFrom" in item:
+            assert item["valueFrom"] in resource_names, item
+    env = {item["name"]: item for item in app_yaml["env"]}
+    assert env["LLM_PROVIDER"]["value"] in ("databricks", "openai")  # set explicitly, never offline
+    assert env["MLFLOW_TRACKING_URI"]["value"] == "databricks"
+    assert env["MLFLOW_EXPERIMENT_ID"]["valueFrom"] == "experiment"
+    as_bundle = {
+        "command": app_yaml["command"],
+        "env": [{("value_from" if k == "valueFrom" else k): v for k, v in item.items()} for item in app_yaml["env"]],
+    }
+    for target in (None, "dev", "prod"):
+        assert app_config(bundle, target) == as_bundle, target
+
+
+# --------------------------------------------------------------------------------------------
+# The GitHub workflow and the README
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["defaults", "openai-chat_completions", "no-ci"])
+def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_secrets(renders, name):
+    app = renders[name]
+    readme = (app / "README.md").read_text()
+    deploy = readme.split("## Deploy", 1)[1].split("\n## ", 1)[0]
+    for command in ("databricks auth login", "databricks bundle validate", "databricks bundle deploy"):
+        assert command in deploy, command
+    assert "databricks bundle run agent" in deploy
+    workflow = app / ".github" / "workflows" / "deploy.yml"
+    assert workflow.exists() == MATRIX[name].get("github_ci", True)
+    if not workflow.exists():
+        return
+    steps = yaml.safe_load(workflow.read_text())["jobs"]["deploy"]["steps"]
+    runs = [step["run"] for step in steps if "run" in step]
+    assert runs[-3:] == [
+        "databricks bundle validate --target prod",
+        "databricks bundle deploy --target prod",
+        "databricks bundle run agent --target prod",
+    ]
+    needed = set(re.findall(r"\$\{\{ (?:secrets|vars)\.([A-Z_]+) \}\}", workflow.read_text()))
+    assert needed == {"DATABRICKS_HOST", "DATABRICKS_CLIENT_ID", "DATABRICKS_CLIENT_SECRET"}
+    for secret in needed:
+        assert secret in deploy, f"README's Deploy section must name {secret}"
+
+
+# --------------------------------------------------------------------------------------------
+# Rehearsal: the Apps runtime, offline
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def uv_of_the_runtime(tmp_path_factory) -> Path:
+    return runtime_uv(tmp_path_factory.mktemp("uv") / "venv")
+
+
+@pytest.fixture(scope="module")
+def runtime(renders, tmp_path_factory, uv_of_the_runtime):
+    """A clean copy of the default render, installed as the runtime does, and a fake workspace for it."""
+    base = tmp_path_factory.mktemp("runtime")
+    app = clean_copy(renders["defaults"], base / "app")
+    sync = run([str(uv_of_the_runtime), "sync", "--locked"], cwd=app, env=sync_env())
+    assert (app / ".venv" / "bin" / "start-app").exists(), sync.stderr
+    with fake_workspace(app, free_port(), base / "workspace.log") as workspace:
+        yield {
+            "app": app,
+            "uv": uv_of_the_runtime,
+            "workspace": workspace.url.removesuffix("/.well-known/databricks-config"),
+        }
+
+
+def start_app(runtime, tmp_path: Path, port: int, **overrides: str) -> Served:
+    """app.yaml's command, with the platform's variables and app.yaml's env, as the runtime runs it."""
+    app = runtime["app"]
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = platform_env(runtime["uv"], home, port, runtime["workspace"], "my-agent-dev")
+    env.update(app_yaml_env(app))
+    env.update(overrides)
+    return Served(app_command(app), env, app, f"http://127.0.0.1:{port}/health", tmp_path / f"app-{port}.log")
+
+
+def serving_calls(log: list[dict]) -> list[dict]:
+    return [entry for entry in log if entry["path"].startswith("/serving-endpoints/")]
+
+
+def chat_with_a_tool_turn(url: str, stream: bool, headers: dict[str, str] | None = None) -> None:
+    chat = Chat(url, stream, headers)
+    assert "I saw 1 user, 0 assistant and 0 tool turns" in reply(chat.send("Hello"))
+    items = chat.send("What time is it?")
+    assert [item["type"] for item in items] == ["function_call", "function_call_output", "message"]
+    assert "I saw 3 user, 2 assistant and 1 tool turns" in reply(chat.send("Thanks"))
+
+
+@pytest.mark.xdist_group("deploy")
+def test_rehearsal_the_runtime_installs_exactly_the_lock_with_its_own_uv(runtime):
+    version = run([str(runtime["uv"]), "--version"], cwd=runtime["app"]).stdout
+    assert version.split()[:2] == ["uv", RUNTIME_UV_VERSION]
+    app = runtime["app"]
+    locked = {
+        package["name"]: package["version"] for package in tomllib.loads((app / "uv.lock").read_text())["package"]
+    }
+    [site] = (app / ".venv" / "lib").glob("python3.*/site-packages")
+    installed = {}
+    for info in site.glob("*.dist-info"):
+        name, version = info.name.removesuffix(".dist-info").rsplit("-", 1)
+        installed[name.lower().replace("_", "-")] = version
+    for name in ("openai-agents", "mlflow-skinny", "databricks-sdk", "openai", "fastapi"):
+        assert installed[name] == locked[name], name
+
+
+@pytest.mark.xdist_group("deploy")
+def test_rehearsal_serves_multi_turn_chat_and_refreshes_its_token(runtime, tmp_path):
+    port = free_port()
+    workspace = runtime["workspace"]
+    expected_model = app_yaml_env(runtime["app"])["LLM_MODEL"]
+    with start_app(runtime, tmp_path, port) as served:
+        url = f"http://127.0.0.1:{port}"
+        before = len(workspace_log(workspace))
+        chat_with_a_tool_turn(url, stream=False)
+        first = serving_calls(workspace_log(workspace)[before:])
+        # Past the token's usable life for databricks-sdk, which refreshes 40 s before expiry.
+        time.sleep(TOKEN_LIFETIME - SDK_EXPIRY_MARGIN + 0.5)
+        middle = len(workspace_log(workspace))
+        chat_with_a_tool_turn(url, stream=True)
+        second = serving_calls(workspace_log(workspace)[middle:])
+        traces = wait_for_traces(workspace, count=2)
+
+    for call in first + second:
+        assert call["status"] == 200, call
+        assert call["model"] == expected_model  # the endpoint the bundle grants CAN_QUERY on
+        assert call["path"] == "/serving-endpoints/chat/completions"
+    assert len(first) == len(second) == 4  # three turns, one of them with a tool call
+    assert first[0]["token"].startswith("m2m-")
+    assert first[0]["token"] not in {call["token"] for call in second}, "a token past its life was used again"
+    assert "Traceback" not in served.output(), served.output()
+    # Traces go to the bundle's experiment, exported off the request path.
+    experiments = {
+        entry["trace"]["trace"]["trace_info"]["trace_location"]["mlflow_experiment"]["experiment_id"]
+        for entry in traces
+    }
+    assert experiments == {EXPERIMENT_ID}
+
+
+def wait_for_traces(workspace: str, count: int, timeout: float = 120) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        traces = [entry for entry in workspace_log(workspace) if "trace" in entry]
+        if len(traces) >= count:
+            return traces
+        time.sleep(0.5)
+    raise AssertionError(f"fewer than {count} traces reached the workspace within {timeout}s")
+
+
+@pytest.mark.xdist_group("deploy")
+def test_rehearsal_refuses_the_offline_model_unless_told_to(runtime, tmp_path):
+    refused = start_app(runtime, tmp_path, free_port(), LLM_PROVIDER="offline")
+    assert refused.run_to_exit() != 0
+    assert "LLM_ALLOW_OFFLINE=true" in refused.output() and "DATABRICKS_APP_NAME" in refused.output()
+    assert "Traceback" not in refused.output()
+
+    port = free_port()
+    with start_app(runtime, tmp_path, port, LLM_PROVIDER="offline", LLM_ALLOW_OFFLINE="true"):
+        assert reply(Chat(f"http://127.0.0.1:{port}", stream=False).send("Hello")).startswith("Offline model:")
+
+
+@pytest.mark.xdist_group("deploy")
+def test_rehearsal_calls_the_model_on_behalf_of_the_user_when_asked(runtime, tmp_path):
+    port = free_port()
+    workspace = runtime["workspace"]
+    with start_app(runtime, tmp_path, port, LLM_ON_BEHALF_OF_USER="true"):
+        url = f"http://127.0.0.1:{port}"
+        before = len(workspace_log(workspace))
+        for stream in (False, True):
+            chat_with_a_tool_turn(url, stream, headers={"x-forwarded-access-token": USER_TOKEN})
+        as_user = serving_calls(workspace_log(workspace)[before:])
+        middle = len(workspace_log(workspace))
+        Chat(url, stream=False).send("Hello")  # no user token: the app's own service principal
+        as_app = serving_calls(workspace_log(workspace)[middle:])
+    assert [call["token"] for call in as_user] == ["user"] * 8
+    assert [call["token"][:4] for call in as_app] == ["m2m-"]
+
+
+# --------------------------------------------------------------------------------------------
+# The Dockerfile, for other hosts
+# --------------------------------------------------------------------------------------------
+
+
+def dockerfile(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with line continuations joined and comments dropped."""
+    lines = re.sub(r"\\\n", " ", path.read_text()).splitlines()
+    steps = []
+    for line in lines:
+        line = line.strip()
+        if line and not line.startswith("#"):
+            instruction, _, arguments = line.partition(" ")
+            steps.append((instruction.upper(), " ".join(arguments.split())))
+    return steps
+
+
+def test_the_dockerfile_lints_clean(renders):
+    hadolint = str(Path(sys.executable).with_name("hadolint"))
+    run([hadolint, "Dockerfile"], cwd=renders["defaults"])
+
+
+@pytest.mark.xdist_group("deploy")
+def test_the_dockerfile_installs_and_starts_as_plain_commands(renders, tmp_path, uv_of_the_runtime):
+    """Docker cannot run here: each step runs as a plain command, with /app a clean folder."""
+    render = renders["defaults"]
+    folder = tmp_path / "app"
+    env = clean_env(HOME=str(tmp_path))
+
+    def here(value: str) -> str:
+        return value.replace("/app", str(folder)).replace("$PATH", env["PATH"])
+
+    skipped, health, command, user = [], None, None, None
+    for instruction, arguments in dockerfile(render / "Dockerfile"):
+        if instruction == "FROM":
+            assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)?", arguments), arguments
+        elif instruction == "COPY" and arguments.startswith("--from="):
+            assert arguments.split()[0] == f"--from=ghcr.io/astral-sh/uv:{RUNTIME_UV_VERSION}"
+        elif instruction == "COPY":
+            *sources, dest = arguments.split()
+            for source in sources:
+                target = folder / dest / (source if dest.endswith("/") or dest == "." else "")
+                copy = shutil.copytree if (render / source).is_dir() else shutil.copy
+                copy(render / source, target)
+        elif instruction == "WORKDIR":
+            assert arguments == "/app"
+            folder.mkdir()
+        elif instruction == "ENV":
+            env.update(here(pair).split("=", 1) for pair in shlex.split(arguments))
+        elif instruction == "RUN" and arguments.startswith("uv "):
+            run([str(uv_of_the_runtime), *shlex.split(here(arguments))[1:]], cwd=folder, env=env)
+        elif instruction == "RUN":
+            skipped.append(arguments)
+        elif instruction == "USER":
+            user = arguments
+        elif instruction == "HEALTHCHECK":
+            health = json.loads(arguments.split(" CMD ", 1)[1])
+        elif instruction == "CMD":
+            command = json.loads(arguments)
+    assert skipped == [next(step for kind, step in dockerfile(render / "Dockerfile") if "useradd" in step)]
+    assert user and user.split(":")[0].isdigit() and int(user.split(":")[0]) > 0, "runs as a non-root user"
+    assert (folder / ".venv" / "bin" / "start-app").exists()
+    assert not (folder / ".venv" / "bin" / "pytest").exists(), "the image has no dev tools"
+    assert env["APP_ENV"] == "production"
+
+    port = free_port()
+    env = {**env, "PORT": str(port), "LLM_PROVIDER": "offline"}
+    refused = Served(command, env, folder, f"http://127.0.0.1:{port}/health", tmp_path / "refused.log")
+    assert refused.run_to_exit() != 0 and "APP_ENV=production" in refused.output(), refused.output()
+    env["LLM_ALLOW_OFFLINE"] = "true"
+    with Served(command, env, folder, f"http://127.0.0.1:{port}/health", tmp_path / "served.log"):
+        run(health, cwd=folder, env=env)  # the HEALTHCHECK command exits 0
+        assert reply(Chat(f"http://127.0.0.1:{port}", stream=True).send("Hello")).startswith("Offline model:")
