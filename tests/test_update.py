@@ -166,9 +166,31 @@ def answers(app: Path) -> dict:
     return yaml.safe_load((app / ".copier-answers.yml").read_text())
 
 
-def check_update(app: Path) -> int:
-    """`copier check-update --quiet`: 2 when a newer release is out, as the app's weekly workflow runs it."""
-    return subprocess.run([COPIER, "check-update", "--quiet", str(app)], capture_output=True, text=True).returncode
+WEEKLY_WORKFLOW = ROOT / "template" / GITHUB / "workflows" / "template-update.yml"
+
+
+def weekly_check(app: Path, tmp_path: Path) -> tuple[int, str]:
+    """The app's weekly template-update job, run here: its script, with `uvx` running the tested copier.
+
+    Returns the job's exit code and what it wrote to the run summary.
+    """
+    (step,) = yaml.safe_load(WEEKLY_WORKFLOW.read_text())["jobs"]["check"]["steps"][2:]
+    shims = tmp_path / "shims"
+    shims.mkdir(exist_ok=True)
+    uvx = shims / "uvx"  # `uvx --from SPEC copier ARGS...` -> `copier ARGS...`
+    uvx.write_text(f'#!/bin/sh\nshift 3\nexec "{COPIER}" "$@"\n')
+    uvx.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    summary.write_text("")
+    env = clean_env(PATH=f"{shims}:{clean_env()['PATH']}", GITHUB_STEP_SUMMARY=str(summary))
+    # As GitHub runs a `run:` step: bash -e -o pipefail, in the checkout.
+    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", step["run"]], cwd=app, env=env, capture_output=True)
+    return result.returncode, summary.read_text()
+
+
+def test_the_weekly_workflow_runs_the_tested_copier():
+    pins = re.findall(r"--from 'copier==([\d.]+)' copier check-update", WEEKLY_WORKFLOW.read_text())
+    assert pins and set(pins) == {copier.__version__}, f"pin copier=={copier.__version__}, the version tested here"
 
 
 def app_env() -> dict[str, str]:
@@ -278,7 +300,9 @@ def test_customised_app_keeps_its_changes_and_gets_the_template_change(versions,
     commit(app, "My agent")
     mine = files(app)
     assert "funcy" in mine["pyproject.toml"].decode() and "funcy" in mine["uv.lock"].decode()
-    assert check_update(app) == 2, "0.2.0 is out"
+    status, summary = weekly_check(app, tmp_path)
+    assert status == 1, "the weekly job fails when a newer release is out"
+    assert "Current version is 0.1.0, latest version is 0.2.0." in summary
 
     update(app, "0.2.0")
 
@@ -301,7 +325,7 @@ def test_customised_app_keeps_its_changes_and_gets_the_template_change(versions,
     for test in ("test_byte_order_marks.py::test_the_rule", "test_my_agent.py::test_my_agent"):
         assert re.search(rf"{re.escape(test)}\S* PASSED", output), test
     commit(app, "Update from the template")
-    assert check_update(app) == 0, "up to date"
+    assert weekly_check(app, tmp_path) == (0, ""), "up to date: the weekly job passes"
 
 
 # --- 3. the retrofit: an app from before the render step ----------------------------------------
