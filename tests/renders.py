@@ -60,7 +60,9 @@ def uv(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float 
     return run([uv_binary(), *args], cwd=cwd, env=env, timeout=timeout)
 
 
+# What tools running inside a render write there: not part of the render.
+NOT_RENDERED = {".venv", ".git", ".hypothesis"}
+
+
 def rendered_files(app: Path) -> list[Path]:
-    return [
-        path for path in app.rglob("*") if path.is_file() and ".venv" not in path.parts and ".git" not in path.parts
-    ]
+    return [path for path in app.rglob("*") if path.is_file() and not NOT_RENDERED & set(path.parts)]

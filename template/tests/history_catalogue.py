@@ -501,6 +501,11 @@ SHAPES: list[Shape] = [
 SHAPES_BY_NAME = {shape.name: shape for shape in SHAPES}
 assert len(SHAPES_BY_NAME) == len(SHAPES), "shape names must be unique"
 
+HEADER = (
+    "<!-- Owned by the template: changes here are overwritten by `copier update`. Generated from "
+    "tests/history_catalogue.py: edit that file, then run `uv run python tests/history_catalogue.py > "
+    "docs/history-shapes.md`. -->"
+)
 INTRO = """\
 # History shapes
 
@@ -513,7 +518,7 @@ of `agent_server/history.py`.
 Each shape below is test data in `tests/history_catalogue.py`: `tests/test_history_catalogue.py`
 renders it in both API modes and sends it, followed by a new user message, through the real server
 and SDK to the offline model, streaming and not, and checks that the model got exactly the render
-shown here with no 400 anywhere. Generated from that file; do not edit by hand.
+shown here and answered without an error. A shape marked 400 must be rejected before any model call.
 
 How to read it: **Sent** is the history a client posts as `input` before its next user message.
 **Rendered** is what the agent receives (in chat-completions mode the SDK then converts it to
@@ -550,8 +555,22 @@ def _section(shape: Shape) -> str:
     return "\n\n".join(parts)
 
 
+def _outcome(shape: Shape) -> str:
+    if shape.error is None:
+        return "rendered"
+    if len(shape.error_modes) == 2:
+        return "400"
+    return f"400 in {' and '.join(MODE_NAMES[mode] for mode in shape.error_modes)} mode, rendered otherwise"
+
+
+def _index() -> str:
+    rows = ["| shape | sent by | result |", "|---|---|---|"]
+    rows += [f"| [`{s.name}`](#{s.name}) | {s.client} | {_outcome(s)} |" for s in SHAPES]
+    return "\n".join(rows)
+
+
 def markdown() -> str:
-    sections = [INTRO.rstrip()]
+    sections = [HEADER, INTRO.rstrip(), _index()]
     group = None
     for shape in SHAPES:
         if shape.group != group:
