@@ -61,7 +61,7 @@ def uv(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float 
 
 
 # What tools running inside a render write there: not part of the render.
-NOT_RENDERED = {".venv", ".git", ".hypothesis"}
+NOT_RENDERED = {".venv", ".git", ".hypothesis", "mlruns"}
 
 
 def rendered_files(app: Path) -> list[Path]:
