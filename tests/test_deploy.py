@@ -42,7 +42,7 @@ from deploy_support import (
     sync_env,
     workspace_log,
 )
-from renders import MATRIX, clean_env, run
+from renders import MATRIX, clean_env, render, run
 
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
@@ -102,6 +102,15 @@ def test_the_schema_check_accepts_an_added_permission(renders):
     text = (renders["defaults"] / "databricks.yml").read_text()
     old, new = BROKEN["unknown app permission level"]
     validate(text.replace(old, new.replace("CAN_VIEW", "CAN_USE")))
+
+
+@pytest.mark.parametrize("app_name", ["a-thirty-character-agent-name1", "abcdefghijklmnopqrstuvwxy-z12"])
+def test_the_dev_copy_of_a_long_app_name_is_still_a_valid_app_name(tmp_path, app_name):
+    """App names are at most 30 characters, and development mode does not prefix them: dev gets '-dev'."""
+    targets = validate((render(tmp_path / "app", {"app_name": app_name}) / "databricks.yml").read_text())
+    assert targets["prod"]["apps"]["agent"].name == app_name
+    dev = targets["dev"]["apps"]["agent"].name
+    assert dev.endswith("-dev") and len(dev) <= 30 and dev != app_name
 
 
 # --------------------------------------------------------------------------------------------
