@@ -18,7 +18,6 @@ tracing.configure()
 agent_server = AgentServer("ResponsesAgent")
 app = agent_server.app
 app.add_middleware(RequestGuard)
-app.router.on_shutdown.append(tracing.flush)
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

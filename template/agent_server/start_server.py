@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from agent_server import llm
@@ -33,7 +34,25 @@ def main(argv: list[str] | None = None) -> None:
 
     import uvicorn
 
+    _flush_traces_on_stop()
     uvicorn.run("agent_server.app:app", host=args.host, port=args.port, workers=args.workers)
+
+
+def _flush_traces_on_stop() -> None:
+    """Send the traces still queued before the process stops.
+
+    uvicorn shuts down on SIGINT or SIGTERM, then re-raises the signal to the handler that was there before
+    it, which skips atexit (and so MLflow's own flush). This handler flushes, then stops as the signal would.
+    """
+    from agent_server import tracing
+
+    def stop(signum: int, frame: object) -> None:
+        tracing.flush()
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
 
 
 if __name__ == "__main__":

@@ -62,10 +62,8 @@ def configure(env: MutableMapping[str, str] | None = None) -> None:
 
 
 def flush() -> None:
-    """Send the traces still queued, at shutdown. Bounded by the retries above; never raises.
-
-    uvicorn ends the process by re-raising the stop signal, which skips MLflow's own atexit flush.
-    """
+    """Send the traces still queued, before the process stops (start-app calls it). Bounded by the retries
+    above; never raises."""
     import mlflow
 
     try:
