@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 from renders import clean_env, uv, uv_binary
+from servers import free_port, wait_for_health
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -31,13 +29,9 @@ CHROMIUM_FLAGS = [
 
 @pytest.fixture
 def served_app(renders, tmp_path):
-    import socket
-
     app = renders["defaults"]
     uv("sync", "--locked", "--no-config", cwd=app)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen(
         [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port), "--host", "127.0.0.1"],
         cwd=app,
@@ -48,16 +42,7 @@ def served_app(renders, tmp_path):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert process.poll() is None, process.communicate()[0]
-            assert time.monotonic() < deadline, "start-app did not come up"
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.3)
+        wait_for_health(url, process)
         yield url
     finally:
         process.terminate()

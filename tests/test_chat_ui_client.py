@@ -11,37 +11,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 from renders import clean_env, run, uv
+from servers import free_port, wait_for_health
 
 CLIENT = Path(__file__).with_name("chat_ui_client")
 PROMPTS = ["Hello", "What time is it?", "Thanks"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_health(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0]
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.2)
-    raise AssertionError(f"start-app did not answer on {url}/health within {timeout}s")
 
 
 def keys(item: dict) -> set[str]:

@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 from renders import ROOT, clean_env
+from servers import free_port, wait_for_health
 
 README = (ROOT / "README.md").read_text()
 
@@ -35,24 +34,10 @@ def post(url: str, body: dict) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def wait_for_health(url: str, process: subprocess.Popen, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0]
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2):
-                return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.5)
-    raise AssertionError("scripts/demo did not start serving")
-
-
 @pytest.mark.xdist_group("demo")
 @pytest.mark.parametrize("api", ["chat_completions", "responses"])
 def test_demo_serves_second_and_third_prompts(tmp_path, api):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = clean_env(PORT=str(port), LLM_API=api, HOME=os.environ.get("HOME", str(tmp_path)))
     process = subprocess.Popen(
         [str(ROOT / "scripts" / "demo"), str(tmp_path / "my-agent")],
@@ -65,7 +50,7 @@ def test_demo_serves_second_and_third_prompts(tmp_path, api):
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_for_health(url, process)
+        wait_for_health(url, process, timeout=300)  # the first run installs the app
         history = [{"role": "user", "content": "Hello"}]
         for turn in (1, 2, 3):
             for stream in (False, True):
