@@ -264,7 +264,10 @@ def test_rehearsal_serves_multi_turn_chat_and_refreshes_its_token(runtime, tmp_p
         assert call["path"] == "/serving-endpoints/chat/completions"
     assert len(first) == len(second) == 4  # three turns, one of them with a tool call
     assert first[0]["token"].startswith("m2m-")
-    assert first[0]["token"] not in {call["token"] for call in second}, "a token past its life was used again"
+    second_tokens = {call["token"] for call in second}
+    assert first[0]["token"] not in second_tokens, "a token past its life was used again"
+    fetched_since = {entry["issued"] for entry in workspace_log(workspace)[middle:] if entry.get("issued")}
+    assert second_tokens <= fetched_since, "the second chat's token was not fetched anew"
     # Traces go to the bundle's experiment, exported off the request path.
     experiments = {
         entry["trace"]["trace"]["trace_info"]["trace_location"]["mlflow_experiment"]["experiment_id"]
@@ -297,9 +300,10 @@ def test_rehearsal_refuses_the_offline_model_unless_told_to(runtime, tmp_path):
 
 @pytest.mark.xdist_group("deploy")
 def test_rehearsal_calls_the_model_on_behalf_of_the_user_when_asked(runtime, tmp_path):
+    """Over the Responses API this time, which Databricks serves at /serving-endpoints/responses."""
     port = free_port()
     workspace = runtime["workspace"]
-    with start_app(runtime, tmp_path, port, LLM_ON_BEHALF_OF_USER="true"):
+    with start_app(runtime, tmp_path, port, LLM_ON_BEHALF_OF_USER="true", LLM_API="responses"):
         url = f"http://127.0.0.1:{port}"
         before = len(workspace_log(workspace))
         for stream in (False, True):
@@ -310,6 +314,7 @@ def test_rehearsal_calls_the_model_on_behalf_of_the_user_when_asked(runtime, tmp
         as_app = serving_calls(workspace_log(workspace)[middle:])
     assert [call["token"] for call in as_user] == ["user"] * 8
     assert [call["token"][:4] for call in as_app] == ["m2m-"]
+    assert {(call["path"], call["status"]) for call in as_user + as_app} == {("/serving-endpoints/responses", 200)}
 
 
 # --------------------------------------------------------------------------------------------
