@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
 from typing import Any
 
+import httpx
 from fastapi.testclient import TestClient
 
 
@@ -112,3 +114,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_for_health(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
+    """Wait until `url`/health answers; fail with the process's output if it exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0]
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise AssertionError(f"nothing answered on {url}/health within {timeout}s")

@@ -6,12 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from support import free_port
+from support import free_port, wait_for_health
 
 START_APP = str(Path(sys.executable).with_name("start-app"))
 
@@ -19,18 +18,6 @@ START_APP = str(Path(sys.executable).with_name("start-app"))
 def app_env(**values: str) -> dict[str, str]:
     keep = {key: value for key, value in os.environ.items() if not key.startswith(("LLM_", "OPENAI_", "DATABRICKS_"))}
     return {**keep, "HOME": os.environ.get("HOME", "/tmp"), **values}
-
-
-def wait_for_health(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0]
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise AssertionError(f"start-app did not answer on {url}/health within {timeout}s")
 
 
 @pytest.mark.parametrize("how", ["--port", "DATABRICKS_APP_PORT"])
