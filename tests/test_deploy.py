@@ -274,6 +274,9 @@ def test_rehearsal_serves_multi_turn_chat_and_refreshes_its_token(runtime, tmp_p
         for entry in traces
     }
     assert experiments == {EXPERIMENT_ID}
+    # Starting a trace asks the tracking server nothing (MLflow would look the experiment up on every request).
+    lookups = [entry for entry in workspace_log(workspace)[before:] if "/mlflow/experiments/" in entry["path"]]
+    assert not lookups, lookups
 
 
 def wait_for_traces(workspace: str, count: int, timeout: float = 120) -> list[dict]:
