@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import mlflow
 import pytest
-from support import Chat, free_port
+from support import Chat, free_port, wait_for_health
 
 from agent_server.tracing import BOUNDED_EXPORT, LOCAL_STORE, tracing_environment
 
@@ -60,7 +59,7 @@ def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_for_health(url, process)
+        wait_for_health(url, process)
         history = [{"role": "user", "content": "What time is it?"}]
         for stream in (False, True, False):
             response = httpx.post(f"{url}/invocations", json={"input": history, "stream": stream}, timeout=60)
@@ -70,15 +69,3 @@ def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
         process.terminate()
         output, _ = process.communicate(timeout=120)  # bounded retries: the flush at exit ends
     assert dead in output, output  # export was tried (and failed) while the requests went through
-
-
-def _wait_for_health(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0]
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise AssertionError(f"start-app did not answer on {url}/health within {timeout}s")
