@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import Any
 
 import yaml
 from renders import ROOT, clean_env, run, uv
+from servers import wait_until_answering
 
 # The uv of the Databricks Apps runtime, as its "system environment" page lists it.
 RUNTIME_UV_VERSION = "0.10.2"
@@ -44,12 +43,6 @@ def clean_copy(render: Path, dest: Path) -> Path:
     junk = shutil.ignore_patterns(".venv", "mlruns", "__pycache__", ".pytest_cache", ".ruff_cache")
     shutil.copytree(render, dest, ignore=junk)
     return dest
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def sync_env() -> dict[str, str]:
@@ -148,15 +141,7 @@ class Served:
 
 
 def wait_until_up(url: str, process: subprocess.Popen, log: Path, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"{process.args} exited ({process.returncode}):\n{log.read_text()}"
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.2)
-    raise AssertionError(f"{process.args} did not answer on {url} within {timeout}s:\n{log.read_text()}")
+    wait_until_answering(url, process, timeout, output=lambda: log.read_text(errors="replace"))
 
 
 def http(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, str]:

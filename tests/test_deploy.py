@@ -35,7 +35,6 @@ from deploy_support import (
     app_yaml_env,
     clean_copy,
     fake_workspace,
-    free_port,
     platform_env,
     reply,
     runtime_uv,
@@ -43,6 +42,7 @@ from deploy_support import (
     workspace_log,
 )
 from renders import MATRIX, clean_env, render, run
+from servers import free_port
 
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
