@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -66,3 +67,10 @@ NOT_RENDERED = {".venv", ".git", ".hypothesis", "mlruns"}
 
 def rendered_files(app: Path) -> list[Path]:
     return [path for path in app.rglob("*") if path.is_file() and not NOT_RENDERED & set(path.parts)]
+
+
+def assert_all_passed(result: subprocess.CompletedProcess) -> None:
+    """A pytest run inside a render passed every test: none failed, errored, was skipped or xfailed."""
+    summary = result.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary), summary
+    assert not re.search(r"failed|skipped|xfail|error", summary), summary

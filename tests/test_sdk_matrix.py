@@ -9,12 +9,11 @@ through the chat-completions converter of releases below the supported range (th
 from __future__ import annotations
 
 import json
-import re
 import tomllib
 from pathlib import Path
 
 import pytest
-from renders import ROOT, TEMPLATE, clean_env, uv
+from renders import ROOT, TEMPLATE, assert_all_passed, clean_env, uv
 
 # Oldest: the first line that installs beside the locked openai 3.x. Newest: the newest release.
 SUPPORTED_LINES = ["0.21", "0.22", "0.23", "0.24"]
@@ -50,8 +49,7 @@ def test_app_history_and_multiturn_tests_pass(renders, line):
     installed = uv(*with_sdk, "python", "-c", version, cwd=app, env=MATRIX_ENV)
     assert installed.stdout.strip().startswith(f"{line}."), installed.stdout
     result = uv(*with_sdk, "pytest", "-p", "no:cacheprovider", "-q", *APP_TESTS, cwd=app, env=MATRIX_ENV)
-    summary = result.stdout.strip().splitlines()[-1]
-    assert re.search(r"\d+ passed", summary) and not re.search(r"failed|skipped|xfail|error", summary), summary
+    assert_all_passed(result)
 
 
 def converted(app: Path, *uv_args: str) -> dict:

@@ -23,7 +23,7 @@ import copier
 import pytest
 import yaml
 from copier.errors import UnsafeTemplateError
-from renders import ROOT, clean_env, render, uv
+from renders import ROOT, assert_all_passed, clean_env, render, uv
 from template_versions import append, git, new_repo, release, replace_once
 
 pytestmark = pytest.mark.xdist_group("update")
@@ -203,8 +203,7 @@ def relock_and_test(app: Path, *tests: str) -> str:
     uv("sync", "--locked", "--no-config", cwd=app)
     pytest_args = ["pytest", "-v", "-p", "no:cacheprovider", *tests]
     result = uv("run", "--locked", "--no-config", *pytest_args, cwd=app, env=app_env())
-    summary = result.stdout.strip().splitlines()[-1]
-    assert re.search(r"\d+ passed", summary) and not re.search(r"failed|error|skipped", summary), summary
+    assert_all_passed(result)
     return result.stdout
 
 
