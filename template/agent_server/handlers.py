@@ -8,15 +8,16 @@ from typing import Any
 
 import openai
 from agents import Runner
-from agents.items import MessageOutputItem, RunItem
+from agents.items import MessageOutputItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
 from agent_server import llm, owner_hooks, upstream_errors
 from agent_server.agent import create_agent
+from agent_server.call_ids import with_unique_call_ids
 from agent_server.history import render_history
-from agent_server.output_items import replayable_id, to_output_item
+from agent_server.output_items import ReplayableOutput, replayable_id
 
 
 def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
@@ -28,17 +29,19 @@ def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
     try:
-        result = await Runner.run(create_agent(), model_input(request))
+        result = await Runner.run(with_unique_call_ids(create_agent()), model_input(request))
     except openai.APIStatusError as error:
         upstream_errors.record(error)  # the request guard turns the 500 into the model's own 4xx
         raise
-    outputs = (to_output_item(run_item.raw_item) for run_item in result.new_items)
-    return ResponsesAgentResponse(output=[item for item in outputs if item is not None])
+    output = ReplayableOutput()
+    items = [item for run_item in result.new_items for item in output.add(run_item.raw_item)]
+    return ResponsesAgentResponse(output=[*items, *output.finish()])
 
 
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
-    result = Runner.run_streamed(create_agent(), input=model_input(request))
+    result = Runner.run_streamed(with_unique_call_ids(create_agent()), input=model_input(request))
+    output = ReplayableOutput()
     message_id = replayable_id("message", None)
     async for event in result.stream_events():
         if isinstance(event, RawResponsesStreamEvent):
@@ -49,12 +52,8 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
             elif data.type == "response.output_text.delta":
                 yield ResponsesAgentStreamEvent(type="response.output_text.delta", item_id=message_id, delta=data.delta)
         elif isinstance(event, RunItemStreamEvent):
-            item = _done_item(event.item, message_id)
-            if item is not None:
+            own_id = message_id if isinstance(event.item, MessageOutputItem) else None
+            for item in output.add(event.item.raw_item, message_id=own_id):
                 yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
-
-
-def _done_item(run_item: RunItem, message_id: str) -> dict[str, Any] | None:
-    if isinstance(run_item, MessageOutputItem):
-        return to_output_item(run_item.raw_item, message_id=message_id)
-    return to_output_item(run_item.raw_item)
+    for item in output.finish():
+        yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)

@@ -18,7 +18,9 @@ shows every shape clients really send, and its render):
 - user messages: `{"role": "user", "content": ...}`. A string stays a string (None
   and [] become ""); text parts become `input_text`; chat-completions `image_url`
   and `file` parts become `input_image` and `input_file`. Image and file parts are
-  checked (a URL, data or file id; a known `detail`); other keys are kept, minus
+  checked (a URL, data or file id; a known `detail`). A `text` key on one (a caption
+  some clients add) becomes an `input_text` part right after it: MLflow's request model
+  would otherwise read the part as text and lose the image. Other keys are kept, minus
   nulls, for the API to judge.
 - system and developer messages: the same, but text only: the chat-completions
   converter would drop an image or file there without a word, so it is a HistoryError.
@@ -31,10 +33,9 @@ shows every shape clients really send, and its render):
   is serialised, None or "" is "{}"); `function_call_output` keeps `call_id`,
   `output` (text parts joined with "\n"; a JSON value serialised). Ids are dropped:
   client-made ids (UUIDs) are rejected by the Responses API, and neither API needs them.
-- a call with no output (a stream the user stopped) is answered with
-  INTERRUPTED_CALL_OUTPUT; an output with no earlier call is a HistoryError.
-- an output that arrives after other items is moved to follow its call: both
-  APIs need every call answered before the next message.
+- tool calls and outputs are paired by agent_server/tool_pairs.py, which repairs what
+  real conversations break: a call with no output, an output out of place, several
+  outputs for one call, an output whose call was cut off, reused or empty call ids.
 - `reasoning` items are dropped (and logged): reasoning belongs to the turn
   that produced it, and client-made reasoning ids are rejected.
 - `compaction` and `item_reference` items are a HistoryError in both modes. The app
@@ -55,11 +56,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from agent_server.tool_pairs import INTERRUPTED_CALL_OUTPUT, Rendered, pair_calls_with_outputs
+
+__all__ = ["INTERRUPTED_CALL_OUTPUT", "ApiMode", "HistoryError", "render_history"]
+
 logger = logging.getLogger(__name__)
 
 ApiMode = Literal["chat_completions", "responses"]
-
-INTERRUPTED_CALL_OUTPUT = "Error: this tool call was interrupted before it returned a result."
 
 # Items that point at state held by the Responses API; MLflow's request model rejects them.
 SERVER_STATE_TYPES = ("compaction", "item_reference")
@@ -90,13 +93,13 @@ def render_history(items: Sequence[Any], api: ApiMode = "chat_completions") -> l
     """
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
         raise TypeError(f"history must be a list of items, got {type(items).__name__}")
-    rendered: list[tuple[int, dict[str, Any]]] = []
+    rendered: list[Rendered] = []
     for index, item in enumerate(items):
         for out in _render_item(item, index):
             if api == "chat_completions":
                 _check_chat_completions(out, index)
-            rendered.append((index, out))
-    return _pair_calls_with_outputs(rendered)
+            rendered.append(Rendered(index, out, item.get("id")))
+    return pair_calls_with_outputs(rendered)
 
 
 def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
@@ -174,35 +177,53 @@ def _input_content(content: Any, index: int) -> str | list[dict[str, Any]]:
         return content
     if not isinstance(content, list):
         raise HistoryError(index, f"content must be text or a list, got {_json_type(content)}")
-    return [_input_part(part, index) for part in content]
+    return _input_parts(content, index)
 
 
-def _input_part(part: Any, index: int) -> dict[str, Any]:
-    """One user-side content part, as the Responses API names it, with only the keys it defines."""
+def _input_parts(parts: list[Any], index: int) -> list[dict[str, Any]]:
+    return [rendered for part in parts for rendered in _input_part(part, index)]
+
+
+def _input_part(part: Any, index: int) -> list[dict[str, Any]]:
+    """One user-side content part, as the Responses API names it: the part, then its caption if it has one."""
     if isinstance(part, str):
-        return {"type": "input_text", "text": part}
+        return [{"type": "input_text", "text": part}]
     part_type = part.get("type") if isinstance(part, Mapping) else None
     if part_type in TEXT_PART_TYPES:
-        return {"type": "input_text", "text": _required_str(part, "text", index)}
+        return [{"type": "input_text", "text": _required_str(part, "text", index)}]
     if part_type == "input_image":
-        return _image(part, part.get("image_url"), part.get("file_id"), part.get("detail"), index)
-    if part_type == "image_url":  # chat-completions shape
+        rendered = _image(part, part.get("image_url"), part.get("file_id"), part.get("detail"), index)
+    elif part_type == "image_url":  # chat-completions shape
         payload = part.get("image_url")
         if isinstance(payload, Mapping):
-            return _image({}, payload.get("url"), None, payload.get("detail"), index)
-        return _image({}, payload, None, None, index)
-    if part_type == "input_file":
-        return _file(part, index)
-    if part_type == "file":  # chat-completions shape
+            rendered = _image({}, payload.get("url"), None, payload.get("detail"), index)
+        else:
+            rendered = _image({}, payload, None, None, index)
+    elif part_type == "input_file":
+        rendered = _file(part, index)
+    elif part_type == "file":  # chat-completions shape
         payload = part.get("file")
         if not isinstance(payload, Mapping):
             raise HistoryError(index, "a 'file' part needs a 'file' object")
-        return _file(payload, index)
-    raise HistoryError(index, f"content part {_part_name(part)} is not supported")
+        rendered = _file(payload, index)
+    else:
+        raise HistoryError(index, f"content part {_part_name(part)} is not supported")
+    return [rendered, *_caption(part, index)]
+
+
+def _caption(part: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
+    """A `text` key on an image or file part, as its own text part: MLflow would read the part as text."""
+    text = part.get("text")
+    if text is None or text == "":
+        return []
+    if not isinstance(text, str):
+        raise HistoryError(index, f"an image's or file's 'text' must be a string, got {_json_type(text)}")
+    logger.info("history: input[%d] has a caption on an image or file part; sent as a text part after it", index)
+    return [{"type": "input_text", "text": text}]
 
 
 def _image(part: Mapping[str, Any], url: Any, file_id: Any, detail: Any, index: int) -> dict[str, Any]:
-    image = _other_keys(part, ("image_url", "file_id", "detail"))
+    image = _other_keys(part, ("image_url", "file_id", "detail", "text"))
     image["type"] = "input_image"
     for key, value in (("image_url", url), ("file_id", file_id)):
         if value is not None:
@@ -218,7 +239,7 @@ def _image(part: Mapping[str, Any], url: Any, file_id: Any, detail: Any, index: 
 
 
 def _file(part: Mapping[str, Any], index: int) -> dict[str, Any]:
-    file = _other_keys(part, (*FILE_KEYS, "detail"))
+    file = _other_keys(part, (*FILE_KEYS, "detail", "text"))
     file["type"] = "input_file"
     for key in FILE_KEYS:
         value = part.get(key)
@@ -259,7 +280,8 @@ def _chat_tool_call(call: Any, index: int) -> dict[str, Any]:
 
 
 def _function_call(call_id: Any, name: Any, arguments: Any, index: int, key: str = "call_id") -> dict[str, Any]:
-    if not isinstance(call_id, str) or not call_id:
+    # An empty id is allowed: some model servers send none, and tool_pairs.py gives the call one.
+    if not isinstance(call_id, str):
         raise HistoryError(index, f"a tool call needs a '{key}' string")
     if not isinstance(name, str) or not name:
         raise HistoryError(index, "a tool call needs a 'name' string")
@@ -271,7 +293,7 @@ def _function_call(call_id: Any, name: Any, arguments: Any, index: int, key: str
 
 
 def _function_call_output(call_id: Any, output: Any, index: int, key: str = "call_id") -> dict[str, Any]:
-    if not isinstance(call_id, str) or not call_id:
+    if not isinstance(call_id, str):
         raise HistoryError(index, f"a tool output needs a '{key}' string")
     return {"type": "function_call_output", "call_id": call_id, "output": _tool_output(output, index)}
 
@@ -282,60 +304,11 @@ def _tool_output(output: Any, index: int) -> str | list[dict[str, Any]]:
     if isinstance(output, str):
         return output
     if isinstance(output, list):
-        parts = [_input_part(part, index) for part in output]
+        parts = _input_parts(output, index)
         if all(part["type"] == "input_text" for part in parts):
             return "\n".join(part["text"] for part in parts)
         return parts
     return json.dumps(output)  # a tool that returned a JSON value
-
-
-def _pair_calls_with_outputs(rendered: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Put each call's output right after its run of calls, in call order.
-
-    Both APIs require every call to be answered before the next message, so an
-    output that arrives later is moved up, and a call that was never answered
-    (a stream the user stopped) gets an output that says so.
-    """
-    outputs: dict[str, dict[str, Any]] = {}
-    calls_seen: set[str] = set()
-    for index, item in rendered:
-        call_id = item.get("call_id")
-        if item.get("type") == "function_call":
-            if call_id in calls_seen:
-                raise HistoryError(index, f"call_id {call_id!r} is used by two tool calls")
-            calls_seen.add(call_id)
-        elif item.get("type") == "function_call_output":
-            if call_id not in calls_seen:
-                raise HistoryError(index, f"tool output for call_id {call_id!r} has no tool call before it")
-            if call_id in outputs:
-                raise HistoryError(index, f"call_id {call_id!r} has a second tool output")
-            outputs[call_id] = item
-
-    paired: list[dict[str, Any]] = []
-    pending: list[str] = []
-    for _, item in rendered:
-        item_type = item.get("type")
-        if item_type == "function_call":
-            paired.append(item)
-            pending.append(item["call_id"])
-            continue
-        paired.extend(_answers(pending, outputs))
-        pending = []
-        if item_type != "function_call_output":
-            paired.append(item)
-    paired.extend(_answers(pending, outputs))
-    return paired
-
-
-def _answers(call_ids: list[str], outputs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    answers = []
-    for call_id in call_ids:
-        output = outputs.get(call_id)
-        if output is None:
-            logger.info("history: tool call %r has no output; marking it interrupted", call_id)
-            output = {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_CALL_OUTPUT}
-        answers.append(output)
-    return answers
 
 
 def _required_str(part: Mapping[str, Any], key: str, index: int) -> str:

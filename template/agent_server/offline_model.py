@@ -13,6 +13,13 @@ The reply is computed from the conversation: it either calls a tool the latest u
 names (or `get_current_time` when it mentions the time), or says
 "Offline model: I saw {u} user, {a} assistant and {t} tool turns. You said: {latest user text}".
 
+When the latest user turn also says "twice", it calls the tool twice in one answer.
+
+It can also play a model server with a known fault, to show the app copes with it:
+OFFLINE_MODEL_CALL_IDS (or `create_offline_app(call_ids=...)`) is `unique` (the default, as
+OpenAI does), `reuse` (every tool call is `call_0`, as some OpenAI-compatible servers do) or
+`empty` (tool calls have an empty id).
+
 Use it in process with `offline_client()`, an AsyncOpenAI wired to the app, or over HTTP with
 `python -m agent_server.offline_model --port 8123` and OPENAI_BASE_URL=http://127.0.0.1:8123/v1.
 """
@@ -20,8 +27,10 @@ Use it in process with `offline_client()`, an AsyncOpenAI wired to the app, or o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -46,6 +55,7 @@ BASE_URL = "http://offline-model/v1"
 API_KEY = "offline"
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
+CALL_ID_STYLES = ("unique", "reuse", "empty")
 # --------------------------------------------------------------------------------------------
 # The deterministic reply
 # --------------------------------------------------------------------------------------------
@@ -66,10 +76,10 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Answer:
-    """What the model says (text, or one tool call) and the numbers its wire formats report."""
+    """What the model says (text, or tool calls) and the numbers its wire formats report."""
 
     text: str
-    tool_call: ToolCall | None
+    tool_calls: tuple[ToolCall, ...]
     digest: str  # ids derive from it, so a replayed request gets the same ids
     input_tokens: int
     output_tokens: int
@@ -134,9 +144,10 @@ def answer(history: Any, turns: list[Turn], tool_names: list[str]) -> Answer:
     tool_outputs = [turn.text for turn in turns[last_user + 1 :] if turn.role == "tool"]
     tool = None if tool_outputs else requested_tool(latest_user_text, tool_names)
 
-    text, tool_call = "", None
+    text, tool_calls = "", ()
     if tool is not None:
-        tool_call = ToolCall(call_id=f"call_{digest}", name=tool, arguments="{}")
+        count = 2 if re.search(r"\btwice\b", latest_user_text.lower()) else 1
+        tool_calls = tuple(ToolCall(call_id=_call_id(digest, n), name=tool, arguments="{}") for n in range(count))
     else:
         counts = {role: sum(turn.role == role for turn in turns) for role in ("user", "assistant", "tool")}
         text = (
@@ -145,8 +156,21 @@ def answer(history: Any, turns: list[Turn], tool_names: list[str]) -> Answer:
         )
         if tool_outputs:
             text = f"The tool returned: {tool_outputs[-1]}. {text}"
-    spoken = text if tool_call is None else tool_call.name + tool_call.arguments
-    return Answer(text, tool_call, digest, token_count(json.dumps(history)), token_count(spoken))
+    spoken = text + "".join(call.name + call.arguments for call in tool_calls)
+    return Answer(text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken))
+
+
+def _call_id(digest: str, number: int) -> str:
+    return f"call_{digest}" if number == 0 else f"call_{digest}_{number}"
+
+
+def with_call_ids(said: Answer, style: str) -> Answer:
+    """The answer as a model server with the given call id style would send it."""
+    if style == "unique":
+        return said
+    fixed = "call_0" if style == "reuse" else ""
+    calls = tuple(dataclasses.replace(call, call_id=fixed) for call in said.tool_calls)
+    return dataclasses.replace(said, tool_calls=calls)
 
 
 def requested_tool(user_text: str, tool_names: list[str]) -> str | None:
@@ -181,15 +205,14 @@ def split_for_stream(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def chat_completion(body: dict[str, Any]) -> dict[str, Any]:
-    said = chat_answer(body)
+def chat_completion(body: dict[str, Any], said: Answer) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None, "annotations": []}
-    if said.tool_call is None:
+    if not said.tool_calls:
         message["content"] = said.text
     else:
-        call = said.tool_call
         message["tool_calls"] = [
             {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in said.tool_calls
         ]
     return {
         "id": f"chatcmpl-{said.digest}",
@@ -219,12 +242,11 @@ def chat_usage(said: Answer) -> dict[str, Any]:
 
 
 def _finish_reason(said: Answer) -> str:
-    return "stop" if said.tool_call is None else "tool_calls"
+    return "tool_calls" if said.tool_calls else "stop"
 
 
-def chat_chunks(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def chat_chunks(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
     """The chunks of a streamed chat completion: role, deltas, finish reason, then usage if asked."""
-    said = chat_answer(body)
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     created = int(time.time())
 
@@ -240,20 +262,19 @@ def chat_chunks(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         return {**data, "usage": None} if include_usage else data  # as the API does when usage is asked for
 
     yield chunk({"role": "assistant", "content": "", "refusal": None})
-    if said.tool_call is None:
+    if not said.tool_calls:
         for piece in split_for_stream(said.text):
             yield chunk({"content": piece})
-    else:
-        call = said.tool_call
+    for index, call in enumerate(said.tool_calls):
         announce = {
-            "index": 0,
+            "index": index,
             "id": call.call_id,
             "type": "function",
             "function": {"name": call.name, "arguments": ""},
         }
         yield chunk({"tool_calls": [announce]})
         for piece in split_for_stream(call.arguments):
-            yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, _finish_reason(said))
     if include_usage:
         yield {**chunk({}), "choices": [], "usage": chat_usage(said)}
@@ -264,68 +285,73 @@ def chat_chunks(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 
 
-def response_completed(body: dict[str, Any]) -> dict[str, Any]:
-    said = responses_answer(body)
-    return response_object(body, said, [output_item(said, done=True)])
+def response_completed(body: dict[str, Any], said: Answer) -> dict[str, Any]:
+    return response_object(body, said, output_items(said, done=True))
 
 
-def response_events(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def response_events(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
     """The event sequence of a streamed response, numbered as the real API numbers it."""
-    said = responses_answer(body)
     started = response_object(body, said, output=None)
-    item = output_item(said, done=False)
-    where = {"item_id": item["id"], "output_index": 0}
-
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": started},
         {"type": "response.in_progress", "response": started},
-        {"type": "response.output_item.added", "output_index": 0, "item": item},
     ]
-    if said.tool_call is None:
+    done_items = output_items(said, done=True)
+    for index, (item, done_item) in enumerate(zip(output_items(said, done=False), done_items, strict=True)):
+        events += _output_item_events(index, item, done_item)
+    events.append({"type": "response.completed", "response": response_object(body, said, done_items)})
+    for number, event in enumerate(events):
+        yield {**event, "sequence_number": number}
+
+
+def _output_item_events(index: int, item: dict[str, Any], done_item: dict[str, Any]) -> list[dict[str, Any]]:
+    where = {"item_id": item["id"], "output_index": index}
+    events: list[dict[str, Any]] = [{"type": "response.output_item.added", "output_index": index, "item": item}]
+    if item["type"] == "message":
         part = {**where, "content_index": 0}
+        text = done_item["content"][0]["text"]
         events.append({"type": "response.content_part.added", **part, "part": output_text_part("")})
         events += [
             {"type": "response.output_text.delta", **part, "delta": piece, "logprobs": []}
-            for piece in split_for_stream(said.text)
+            for piece in split_for_stream(text)
         ]
-        events.append({"type": "response.output_text.done", **part, "text": said.text, "logprobs": []})
-        events.append({"type": "response.content_part.done", **part, "part": output_text_part(said.text)})
+        events.append({"type": "response.output_text.done", **part, "text": text, "logprobs": []})
+        events.append({"type": "response.content_part.done", **part, "part": output_text_part(text)})
     else:
-        arguments = said.tool_call.arguments
+        arguments = done_item["arguments"]
         events += [
             {"type": "response.function_call_arguments.delta", **where, "delta": piece}
             for piece in split_for_stream(arguments)
         ]
         events.append({"type": "response.function_call_arguments.done", **where, "arguments": arguments})
-    done_item = output_item(said, done=True)
-    events += [
-        {"type": "response.output_item.done", "output_index": 0, "item": done_item},
-        {"type": "response.completed", "response": response_object(body, said, [done_item])},
-    ]
-    for number, event in enumerate(events):
-        yield {**event, "sequence_number": number}
+    events.append({"type": "response.output_item.done", "output_index": index, "item": done_item})
+    return events
 
 
-def output_item(said: Answer, done: bool) -> dict[str, Any]:
-    """The answer as a Responses output item: finished, or as first announced in a stream."""
+def output_items(said: Answer, done: bool) -> list[dict[str, Any]]:
+    """The answer as Responses output items: finished, or as first announced in a stream."""
     status = "completed" if done else "in_progress"
-    if said.tool_call is None:
-        return {
-            "id": f"msg_{said.digest}",
-            "type": "message",
+    if not said.tool_calls:
+        return [
+            {
+                "id": f"msg_{said.digest}",
+                "type": "message",
+                "status": status,
+                "role": "assistant",
+                "content": [output_text_part(said.text)] if done else [],
+            }
+        ]
+    return [
+        {
+            "id": f"fc_{said.digest}" + (f"_{number}" if number else ""),
+            "type": "function_call",
             "status": status,
-            "role": "assistant",
-            "content": [output_text_part(said.text)] if done else [],
+            "call_id": call.call_id,
+            "name": call.name,
+            "arguments": call.arguments if done else "",
         }
-    call = said.tool_call
-    return {
-        "id": f"fc_{said.digest}",
-        "type": "function_call",
-        "status": status,
-        "call_id": call.call_id,
-        "name": call.name,
-        "arguments": call.arguments if done else "",
-    }
+        for number, call in enumerate(said.tool_calls)
+    ]
 
 
 def output_text_part(text: str) -> dict[str, Any]:
@@ -406,10 +432,18 @@ def sse(events: Iterable[dict[str, Any]], named: bool) -> Iterator[str]:
         yield "data: [DONE]\n\n"
 
 
-def create_offline_app() -> FastAPI:
-    """The offline model as an ASGI app; `app.state.request_log` records every request."""
+def create_offline_app(call_ids: str | None = None) -> FastAPI:
+    """The offline model as an ASGI app; `app.state.request_log` records every request.
+
+    `call_ids` is the tool call id style (see the module docstring); OFFLINE_MODEL_CALL_IDS by
+    default. Tests may change `app.state.call_ids` between requests.
+    """
+    style = call_ids or os.environ.get("OFFLINE_MODEL_CALL_IDS") or "unique"
+    if style not in CALL_ID_STYLES:
+        raise ValueError(f"OFFLINE_MODEL_CALL_IDS={style!r} is not one of {', '.join(CALL_ID_STYLES)}")
     app = FastAPI(title="Offline model", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.request_log = []
+    app.state.call_ids = style
 
     async def handle(request: Request, api: str) -> Response:
         raw = await request.body()
@@ -421,10 +455,10 @@ def create_offline_app() -> FastAPI:
             validate_schema(api, body)
             if api == "chat":
                 check_chat_semantics(body)
-                response = _chat_response(body)
+                response = _chat_response(body, with_call_ids(chat_answer(body), app.state.call_ids))
             else:
                 check_responses_semantics(body)
-                response = _responses_response(body)
+                response = _responses_response(body, with_call_ids(responses_answer(body), app.state.call_ids))
         except ApiError as exc:
             app.state.request_log.append(
                 {"path": request.url.path, "status": exc.status, "error": exc.body, "body": body}
@@ -445,16 +479,16 @@ def create_offline_app() -> FastAPI:
 
 
 # Streams are built in full before the 200 goes out, so a failure can never hide mid-stream.
-def _chat_response(body: dict[str, Any]) -> Response:
+def _chat_response(body: dict[str, Any], said: Answer) -> Response:
     if body.get("stream"):
-        return StreamingResponse(sse(list(chat_chunks(body)), named=False), media_type="text/event-stream")
-    return JSONResponse(chat_completion(body))
+        return StreamingResponse(sse(list(chat_chunks(body, said)), named=False), media_type="text/event-stream")
+    return JSONResponse(chat_completion(body, said))
 
 
-def _responses_response(body: dict[str, Any]) -> Response:
+def _responses_response(body: dict[str, Any], said: Answer) -> Response:
     if body.get("stream"):
-        return StreamingResponse(sse(list(response_events(body)), named=True), media_type="text/event-stream")
-    return JSONResponse(response_completed(body))
+        return StreamingResponse(sse(list(response_events(body, said)), named=True), media_type="text/event-stream")
+    return JSONResponse(response_completed(body, said))
 
 
 def offline_client(app: FastAPI | None = None) -> openai.AsyncOpenAI:

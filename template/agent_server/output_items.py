@@ -5,6 +5,12 @@ The SDK's items carry what a replay must not: in chat-completions mode every id 
 the placeholder "__fake_id__", openai 3.x models dump `async`, `caller` and
 `namespace` as null, and the SDK adds its own `provider_data`. Ids here are
 either ones the Responses API accepts (`msg_`, `fc_`, `rs_` prefixes) or absent.
+
+A tool call the app answered gets the id `output_bound_call_id(call_id, output)`, which
+names its output: a client that replays the call with a second output of its own (the AI
+SDK's generateText records an error for a tool it could not run) still has the app's
+output picked by the render (agent_server/tool_pairs.py). So a call goes out only with its
+output, when that is known; one never answered goes out last, with a plain id.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import uuid
 from typing import Any
 
 from pydantic import BaseModel
+
+from agent_server.tool_pairs import output_bound_call_id
 
 ID_PREFIXES = {"message": "msg_", "function_call": "fc_", "reasoning": "rs_"}
 
@@ -49,3 +57,36 @@ def to_output_item(raw_item: Any, message_id: str | None = None) -> dict[str, An
     else:
         return None
     return item
+
+
+class ReplayableOutput:
+    """The run's items in order, as clients replay them; each answered call bound to its output."""
+
+    def __init__(self) -> None:
+        self.held: list[dict[str, Any]] = []  # calls waiting for outputs, and what came after them
+
+    def add(self, raw_item: Any, message_id: str | None = None) -> list[dict[str, Any]]:
+        """The items ready to go out once this one is added (none while a call waits for its output)."""
+        item = to_output_item(raw_item, message_id)
+        if item is None:
+            return []
+        if item["type"] == "function_call" or (self.held and item["type"] == "function_call_output"):
+            self.held.append(item)
+            return self._release() if self._all_answered() else []
+        return [*self.finish(), item]
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Whatever is still held: calls with no output keep their plain ids."""
+        return self._release()
+
+    def _all_answered(self) -> bool:
+        answered = {item["call_id"] for item in self.held if item["type"] == "function_call_output"}
+        return all(item["call_id"] in answered for item in self.held if item["type"] == "function_call")
+
+    def _release(self) -> list[dict[str, Any]]:
+        outputs = {item["call_id"]: item["output"] for item in self.held if item["type"] == "function_call_output"}
+        for item in self.held:
+            if item["type"] == "function_call" and item["call_id"] in outputs:
+                item["id"] = output_bound_call_id(item["call_id"], outputs[item["call_id"]])
+        released, self.held = self.held, []
+        return released

@@ -14,10 +14,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from agent_server.tool_pairs import output_bound_call_id
+
 UUID_1 = "0b6c9f3e-5d0a-4a8e-9a63-2f1c7f0d7a11"
 UUID_2 = "7f2d4b1a-8c3e-4f5d-b6a7-1e9c0d2f3a44"
 UUID_3 = "c4e8a2b6-1d3f-4a5c-8e7b-9f0a1b2c3d55"
 TIME = "2026-01-15T09:30:00+00:00"
+PNG = "data:image/png;base64,iVBORw0KGgo="
+CLIENT_TOOL_ERROR = "Model tried to call unavailable tool 'get_current_time'. No tools are available."
 ANSWER = f"The tool returned: {TIME}. Offline model: I saw 1 user, 0 assistant and 1 tool turns."
 
 
@@ -437,38 +441,6 @@ SHAPES: list[Shape] = [
         render=[user("Hello"), assistant(""), user("Hello?"), assistant(""), user("Anyone?"), assistant("")],
     ),
     Shape(
-        name="orphan-call",
-        client="A chat UI whose user stopped the stream while a tool ran",
-        group="Edge shapes",
-        note=(
-            "Both APIs need every call answered before the next message, so the render answers a call that "
-            "has no output with `INTERRUPTED_CALL_OUTPUT`."
-        ),
-        history=[user("What time is it?"), {**call(), "id": UUID_3}, assistant("Stopped.")],
-        render=[
-            user("What time is it?"),
-            call(),
-            output(text="Error: this tool call was interrupted before it returned a result."),
-            assistant("Stopped."),
-        ],
-    ),
-    Shape(
-        name="late-output",
-        client="Clients that store a tool's output after the text that followed it",
-        group="Edge shapes",
-        note="An output that comes after other items is moved up to follow its call.",
-        history=[user("What time is it?"), call(), assistant("Checking."), output()],
-        render=[user("What time is it?"), call(), output(), assistant("Checking.")],
-    ),
-    Shape(
-        name="orphan-output",
-        client="Clients that trimmed history in the middle of a tool turn",
-        group="Edge shapes",
-        note="A tool output with no call before it cannot be paired: a 400 that names the item.",
-        history=[user("What time is it?"), output(), assistant("It is morning.")],
-        error="input[1]: tool output for call_id 'call_1' has no tool call before it",
-    ),
-    Shape(
         name="compaction",
         client="Clients of the Responses API's `/responses/compact`",
         group="Edge shapes",
@@ -496,6 +468,148 @@ SHAPES: list[Shape] = [
         history=[user("Search the web."), {"type": "web_search_call", "id": "ws_1", "status": "completed"}],
         error="input[1]: item type 'web_search_call' is not supported",
     ),
+    # --- repairs: histories real conversations produce that both APIs would refuse as they are ----
+    Shape(
+        name="client-error-beside-server-output",
+        client="The AI SDK's `generateText` with `@databricks/ai-sdk-provider` 0.5.1 (the chat UI's fallback)",
+        group="Repairs",
+        note=(
+            "The provider's non-streaming path does not mark the app's tool calls as run by the server, so the "
+            "AI SDK tries to run `get_current_time` itself, fails, and records its own error output for the "
+            "same call, next to the app's output. Both APIs need exactly one output per call. The app gives "
+            "each call it answered the item id `output_bound_call_id(call_id, output)` "
+            "(agent_server/tool_pairs.py), and the provider replays item ids of calls (never of outputs), so "
+            "the render keeps the output that id names, wherever it stands, and drops the client's."
+        ),
+        history=[
+            input_text("What time is it?"),
+            {**call(), "id": output_bound_call_id("call_1", TIME)},
+            output(text=CLIENT_TOOL_ERROR),
+            output(),
+            {"role": "assistant", "content": [output_text_part(ANSWER)], "id": "msg_2"},
+        ],
+        render=[input_text("What time is it?"), call(), output(), assistant(ANSWER)],
+    ),
+    Shape(
+        name="several-outputs-without-a-bound-id",
+        client="Clients of other servers, or chat-completions clients (which keep no item ids), that ran a call twice",
+        group="Repairs",
+        note=(
+            "When the call's id names none of its outputs, nothing says which one the server produced: the "
+            "newest output is kept, as the latest result of the call, and the others are dropped (and logged)."
+        ),
+        history=[user("What time is it?"), call(), output(text="first try failed"), output()],
+        render=[user("What time is it?"), call(), output()],
+    ),
+    Shape(
+        name="orphan-call",
+        client="A chat UI whose user stopped the stream while a tool ran",
+        group="Repairs",
+        note=(
+            "Both APIs need every call answered before the next message, so the render answers a call that "
+            "has no output with `INTERRUPTED_CALL_OUTPUT`."
+        ),
+        history=[user("What time is it?"), {**call(), "id": UUID_3}, assistant("Stopped.")],
+        render=[
+            user("What time is it?"),
+            call(),
+            output(text="Error: this tool call was interrupted before it returned a result."),
+            assistant("Stopped."),
+        ],
+    ),
+    Shape(
+        name="late-output",
+        client="Clients that store a tool's output after the text that followed it",
+        group="Repairs",
+        note="An output that comes after other items is moved up to follow its call.",
+        history=[user("What time is it?"), call(), assistant("Checking."), output()],
+        render=[user("What time is it?"), call(), output(), assistant("Checking.")],
+    ),
+    Shape(
+        name="orphan-output",
+        client="Clients that keep only the last N messages, and so cut between a call and its output",
+        group="Repairs",
+        note=(
+            "Neither API accepts an output whose call is not in the request, and the call cannot be rebuilt "
+            "(its name and arguments are gone). What the output said still reaches the model, as a user "
+            "message that says what it is: the one role that both APIs accept anywhere and that may carry "
+            "images, and one that gives a tool's text no more authority than the user's own."
+        ),
+        history=[output(), {"role": "assistant", "content": [output_text_part("It is morning.")]}],
+        render=[
+            user(f"[Output of tool call 'call_1', whose call is no longer in this conversation]\n{TIME}"),
+            assistant("It is morning."),
+        ],
+    ),
+    Shape(
+        name="reused-call-ids",
+        client="Apps on model servers that number every tool call `call_0`",
+        group="Repairs",
+        note=(
+            "Both APIs need unique call ids, and openai-agents would skip a call whose id and arguments "
+            "match an earlier one. Each output goes to the earliest call with its id that has no output yet, "
+            "and each later call with a used id gets a new one, `<id>_<n>`, that no item in the history has. "
+            "(This app's own answers never reuse ids: see agent_server/call_ids.py.)"
+        ),
+        history=[
+            user("What time is it?"),
+            call("call_0"),
+            output("call_0"),
+            user("And now?"),
+            call("call_0"),
+            call("call_0"),
+            output("call_0", "09:31"),
+            output("call_0", "09:32"),
+        ],
+        render=[
+            user("What time is it?"),
+            call("call_0"),
+            output("call_0"),
+            user("And now?"),
+            call("call_0_2"),
+            call("call_0_3"),
+            output("call_0_2", "09:31"),
+            output("call_0_3", "09:32"),
+        ],
+    ),
+    Shape(
+        name="empty-call-ids",
+        client="Apps on model servers that send tool calls with an empty id",
+        group="Repairs",
+        note="The same rule as `reused-call-ids`: every call with an empty id gets `call_<n>`.",
+        history=[user("What time is it?"), call(""), output(""), assistant("It is 09:30.")],
+        render=[user("What time is it?"), call("call_1"), output("call_1"), assistant("It is 09:30.")],
+    ),
+    Shape(
+        name="image-with-caption",
+        client="Chat clients that put a caption (`text`) on an image or file part",
+        group="Repairs",
+        note=(
+            "No API defines `text` on an image or file part, and MLflow's request model would read such a "
+            "part as text and lose the image. The caption becomes a text part right after it."
+        ),
+        history=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_image", "image_url": PNG, "detail": "auto", "text": "our logo"},
+                    {"type": "input_text", "text": "What colour is it?"},
+                ],
+            },
+            assistant("Blue."),
+        ],
+        render=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_image", "image_url": PNG, "detail": "auto"},
+                    {"type": "input_text", "text": "our logo"},
+                    {"type": "input_text", "text": "What colour is it?"},
+                ],
+            },
+            assistant("Blue."),
+        ],
+    ),
 ]
 
 SHAPES_BY_NAME = {shape.name: shape for shape in SHAPES}
@@ -519,6 +633,13 @@ Each shape below is test data in `tests/history_catalogue.py`: `tests/test_histo
 renders it in both API modes and sends it, followed by a new user message, through the real server
 and SDK to the offline model, streaming and not, and checks that the model got exactly the render
 shown here and answered without an error. A shape marked 400 must be rejected before any model call.
+
+A history that a real conversation produced is never rejected: the client would replay it on every
+later turn, and the conversation could never go on. What both APIs would refuse as it stands (a call
+with no output or two, an output whose call was cut off, reused call ids) is repaired, in the least
+surprising way that keeps the model's view true, and each repair is logged at INFO with the item's
+index; the "Repairs" section lists every one. Only what no conversation could produce (a wrong JSON
+type, an unknown item type, a missing required field) is a 400.
 
 How to read it: **Sent** is the history a client posts as `input` before its next user message.
 **Rendered** is what the agent receives (in chat-completions mode the SDK then converts it to
@@ -557,7 +678,7 @@ def _section(shape: Shape) -> str:
 
 def _outcome(shape: Shape) -> str:
     if shape.error is None:
-        return "rendered"
+        return "repaired (logged)" if shape.group == "Repairs" else "rendered"
     if len(shape.error_modes) == 2:
         return "400"
     return f"400 in {' and '.join(MODE_NAMES[mode] for mode in shape.error_modes)} mode, rendered otherwise"

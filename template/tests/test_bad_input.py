@@ -18,13 +18,8 @@ import pytest
         ({"input": [{"type": "teleport", "to": "mars"}]}, "input[0]: item type 'teleport' is not supported"),
         ({"input": [{"role": "user", "content": "hi"}, 42]}, "input[1]: expected an object, got number"),
         (
-            {
-                "input": [
-                    {"role": "user", "content": "hi"},
-                    {"type": "function_call_output", "call_id": "c", "output": ""},
-                ]
-            },
-            "input[1]: tool output for call_id 'c' has no tool call before it",
+            {"input": [{"type": "function_call_output", "call_id": 7, "output": ""}]},
+            "input[0]: a tool output needs a 'call_id' string",
         ),
         ({"input": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "input[0]: content part 'input_audio'"),
     ],
@@ -37,7 +32,7 @@ import pytest
         "stream-not-bool",
         "unknown-item-type",
         "item-not-an-object",
-        "orphan-tool-output",
+        "call-id-not-a-string",
         "unrenderable-part",
     ],
 )

@@ -144,13 +144,6 @@ def test_orphan_call_gets_an_interrupted_output():
     assert rendered == [USER, CALL, {**OUTPUT, "output": INTERRUPTED_CALL_OUTPUT}, assistant("Sorry, stopped.")]
 
 
-def test_orphan_output_is_an_error_naming_its_index():
-    with pytest.raises(HistoryError) as error:
-        render_history([USER, OUTPUT])
-    assert error.value.index == 1
-    assert "no tool call before it" in str(error.value)
-
-
 def test_reasoning_items_are_not_replayed():
     reasoning = {"type": "reasoning", "id": "0b6c-uuid", "summary": [{"type": "summary_text", "text": "hmm"}]}
     assert render_history([USER, reasoning, assistant("Hi")]) == [USER, assistant("Hi")]
@@ -279,11 +272,6 @@ def test_unrenderable_items_name_their_index(item, reason):
     assert error.value.index == 1
     assert str(error.value).startswith("input[1]: ")
     assert reason in str(error.value)
-
-
-def test_duplicate_call_ids_are_an_error():
-    with pytest.raises(HistoryError, match="used by two tool calls"):
-        render_history([CALL, OUTPUT, CALL, OUTPUT])
 
 
 def test_render_is_idempotent():

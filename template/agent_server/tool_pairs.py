@@ -1,0 +1,169 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Pair each tool call in a rendered history with exactly one output: the render's last step.
+
+Stdlib only, like history.py, which calls `pair_calls_with_outputs`. Both APIs need every
+call answered by one output, right after the calls, before the next message. Real
+conversations break that in ways a client replays on every later turn, so each is
+repaired here (logged at INFO with the item's index; docs/history-shapes.md, "Repairs"):
+- a call with no output (a stream the user stopped): answered with INTERRUPTED_CALL_OUTPUT;
+- an output that arrives after other items: moved up to follow its call;
+- several outputs for one call (a client that also tried to run a tool the app ran, as
+  the AI SDK's generateText does): the model sees one, the app's own. The app gives each
+  call it answers the item id `output_bound_call_id(call_id, output)`, which clients
+  replay with the call, so the app's output is the one that id names. Without such an
+  id (a history the app did not produce) the newest output wins;
+- an output with no call before it (a client that cut its history window between a call
+  and its output): its text reaches the model as a user message saying what it is;
+- a call id used by two calls, or empty (model servers that number every call `call_0`,
+  or send none): each output goes to the earliest unanswered call with its id, and the
+  later calls get fresh ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger("agent_server.history")
+
+INTERRUPTED_CALL_OUTPUT = "Error: this tool call was interrupted before it returned a result."
+BOUND_ID_PREFIX = "fc_"
+
+
+def output_bound_call_id(call_id: str, output: str) -> str:
+    """The item id the app gives a call it answered: names that call's output among any others."""
+    digest = hashlib.sha256(f"{call_id}\x00{output}".encode()).hexdigest()
+    return f"{BOUND_ID_PREFIX}{digest[:40]}"
+
+
+def orphan_output_message(call_id: str, output: str | list[dict[str, Any]]) -> dict[str, Any]:
+    """An output whose call is gone, as a message both APIs accept, saying what it is."""
+    note = f"[Output of tool call {call_id!r}, whose call is no longer in this conversation]"
+    if isinstance(output, str):
+        return {"role": "user", "content": f"{note}\n{output}"}
+    return {"role": "user", "content": [{"type": "input_text", "text": note}, *output]}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One rendered item, the index of the client's item it came from, and that item's `id`."""
+
+    index: int
+    item: dict[str, Any]
+    client_id: Any = None
+
+
+@dataclass
+class _Call:
+    index: int
+    item: dict[str, Any]
+    client_call_id: str
+    client_id: Any
+    outputs: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+
+@dataclass
+class _Orphan:
+    index: int
+    item: dict[str, Any]
+
+
+@dataclass
+class _OutputSlot:
+    """Where a call's first output stood: its answer goes there, unless something came between."""
+
+    call: _Call
+
+
+def pair_calls_with_outputs(rendered: list[Rendered]) -> list[dict[str, Any]]:
+    """The items in order, each call followed (after its run of calls) by its one output."""
+    fresh = _FreshIds({r.item["call_id"] for r in rendered if r.item.get("type") == "function_call"})
+    calls_by_id: dict[str, list[_Call]] = {}
+    sequence: list[_Call | _OutputSlot | _Orphan | dict[str, Any]] = []
+    for r in rendered:
+        kind = r.item.get("type")
+        if kind == "function_call":
+            call = _Call(r.index, dict(r.item), r.item["call_id"], r.client_id)
+            same_id = calls_by_id.setdefault(call.client_call_id, [])
+            if same_id or not call.client_call_id:
+                renamed = call.item["call_id"] = fresh.new(call.client_call_id)
+                logger.info("history: input[%d] reuses call_id %r; renamed %r", r.index, call.client_call_id, renamed)
+            same_id.append(call)
+            sequence.append(call)
+        elif kind == "function_call_output":
+            same_id = calls_by_id.get(r.item["call_id"], [])
+            call = next((c for c in same_id if not c.outputs), same_id[-1] if same_id else None)
+            if call is None:
+                sequence.append(_Orphan(r.index, r.item))
+            else:
+                if not call.outputs:
+                    sequence.append(_OutputSlot(call))
+                call.outputs.append((r.index, r.item))
+        else:
+            sequence.append(r.item)
+    return _in_order(sequence)
+
+
+def _in_order(sequence: list[_Call | _OutputSlot | _Orphan | dict[str, Any]]) -> list[dict[str, Any]]:
+    """Calls where they stood; a run of calls answered, in call order, once all its outputs came (or before
+    the next message, at the latest)."""
+    paired: list[dict[str, Any]] = []
+    pending: list[_Call] = []
+    arrived: list[_Call] = []
+    for entry in sequence:
+        if isinstance(entry, _Call):
+            paired.append(entry.item)
+            pending.append(entry)
+            continue
+        if isinstance(entry, _OutputSlot):
+            if entry.call in pending:  # otherwise it was answered already, moved up
+                arrived.append(entry.call)
+            if len(arrived) < len(pending):
+                continue
+        paired.extend(_answer(call) for call in pending)
+        pending, arrived = [], []
+        if isinstance(entry, _Orphan):
+            logger.info("history: input[%d] answers no earlier tool call; sent as a user message", entry.index)
+            paired.append(orphan_output_message(entry.item["call_id"], entry.item["output"]))
+        elif isinstance(entry, dict):
+            paired.append(entry)
+    paired.extend(_answer(call) for call in pending)
+    return paired
+
+
+def _answer(call: _Call) -> dict[str, Any]:
+    call_id = call.item["call_id"]
+    if not call.outputs:
+        logger.info("history: input[%d], tool call %r, has no output; marked interrupted", call.index, call_id)
+        return {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_CALL_OUTPUT}
+    index, output = _chosen(call)
+    for other, _ in call.outputs:
+        if other != index:
+            logger.info("history: input[%d] is another output for tool call %r; kept input[%d]", other, call_id, index)
+    return {**output, "call_id": call_id}
+
+
+def _chosen(call: _Call) -> tuple[int, dict[str, Any]]:
+    """The app's own output where the call's id names it; otherwise the newest."""
+    for index, output in call.outputs:
+        text = output["output"]
+        if isinstance(text, str) and call.client_id == output_bound_call_id(call.client_call_id, text):
+            return index, output
+    return call.outputs[-1]
+
+
+class _FreshIds:
+    """Call ids unused anywhere in the history, derived from the id they replace, so a render is stable."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = set(taken)
+
+    def new(self, base: str) -> str:
+        stem = base or "call"
+        number = 2 if base else 1
+        while f"{stem}_{number}" in self.taken:
+            number += 1
+        self.taken.add(f"{stem}_{number}")
+        return f"{stem}_{number}"
