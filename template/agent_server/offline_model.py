@@ -30,6 +30,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -56,6 +57,8 @@ API_KEY = "offline"
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 CALL_ID_STYLES = ("unique", "reuse", "empty")
+
+logger = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------
 # The deterministic reply
 # --------------------------------------------------------------------------------------------
@@ -460,6 +463,7 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
                 check_responses_semantics(body)
                 response = _responses_response(body, with_call_ids(responses_answer(body), app.state.call_ids))
         except ApiError as exc:
+            logger.warning("offline model: %d for %s: %s", exc.status, request.url.path, exc.body["message"])
             app.state.request_log.append(
                 {"path": request.url.path, "status": exc.status, "error": exc.body, "body": body}
             )

@@ -122,7 +122,10 @@ def _in_order(sequence: list[_Call | _OutputSlot | _Orphan | dict[str, Any]]) ->
                 arrived.append(entry.call)
             if len(arrived) < len(pending):
                 continue
-        paired.extend(_answer(call) for call in pending)
+        for call in pending:
+            if call.outputs and call not in arrived:
+                logger.info("history: input[%d] comes after other items; moved up to its call", call.outputs[0][0])
+            paired.append(_answer(call))
         pending, arrived = [], []
         if isinstance(entry, _Orphan):
             logger.info("history: input[%d] answers no earlier tool call; sent as a user message", entry.index)

@@ -64,9 +64,12 @@ def replayed(items: list[dict[str, Any]], replay: str) -> list[dict[str, Any]]:
 
     - "exact": the items as the app returned them.
     - "chat_ui": a chat UI's replay: assistant text as an id-less output_text message.
+    - "chat_completions": chat messages: tool calls on an assistant message, outputs as tool messages.
     """
     if replay == "exact":
         return [dict(item) for item in items]
+    if replay == "chat_completions":
+        return as_chat_messages(items)
     out = []
     for item in items:
         if item["type"] == "message":
@@ -75,6 +78,23 @@ def replayed(items: list[dict[str, Any]], replay: str) -> list[dict[str, Any]]:
         else:
             out.append(dict(item))
     return out
+
+
+def as_chat_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The app's output items kept as a chat-completions client keeps them."""
+    messages: list[dict[str, Any]] = []
+    for item in items:
+        if item["type"] == "function_call":
+            call = {"id": item["call_id"], "type": "function", "function": {k: item[k] for k in ("name", "arguments")}}
+            if messages and messages[-1]["role"] == "assistant" and "tool_calls" in messages[-1]:
+                messages[-1]["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif item["type"] == "function_call_output":
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]})
+        else:
+            messages.append({"role": "assistant", "content": message_text(item)})
+    return messages
 
 
 def message_text(item: dict[str, Any]) -> str:

@@ -615,3 +615,27 @@ def test_main_serves_the_model_over_http() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.mark.parametrize(("style", "call_ids"), [("unique", None), ("reuse", ["call_0"] * 2), ("empty", [""] * 2)])
+@pytest.mark.parametrize("path", [CHAT, RESPONSES])
+def test_twice_calls_the_tool_twice_with_ids_in_the_style_asked_for(style, call_ids, path) -> None:
+    app = create_offline_app(call_ids=style)
+    user = {"role": "user", "content": "What time is it? Twice, please."}
+    if path == CHAT:
+        body = chat_messages(user) | {"tools": [TIME_TOOL_CHAT]}
+        calls = post(path, body, app).json()["choices"][0]["message"]["tool_calls"]
+        ids = [call["id"] for call in calls]
+    else:
+        body = responses_input(user) | {"tools": [TIME_TOOL_RESPONSES]}
+        ids = [item["call_id"] for item in post(path, body, app).json()["output"]]
+    assert len(ids) == 2
+    if call_ids is None:
+        assert all(ids) and len(set(ids)) == 2
+    else:
+        assert ids == call_ids
+
+
+def test_an_unknown_call_id_style_is_refused() -> None:
+    with pytest.raises(ValueError, match="OFFLINE_MODEL_CALL_IDS='sometimes'"):
+        create_offline_app(call_ids="sometimes")

@@ -1,26 +1,35 @@
 // Holds a conversation with a generated app the way the Databricks chat UI's server does
-// (databricks/app-templates, e2e-chatbot-app-next: server/src/routes/chat.ts and
-// packages/ai-sdk-providers/src/providers-server.ts), with the UI's own packages:
+// (databricks/app-templates, e2e-chatbot-app-next: server/src/routes/chat.ts,
+// server/src/lib/stream-fallback.ts and packages/ai-sdk-providers/src/providers-server.ts),
+// with the UI's own packages:
 // - the provider from @databricks/ai-sdk-provider, Responses model, `useRemoteToolCalling: true`,
 //   every request sent to the app's /invocations (the UI's API_PROXY setting);
 // - the model wrapped in `extractReasoningMiddleware({ tagName: 'think' })`;
-// - each turn: UI messages -> `convertToModelMessages` -> `streamText` with
-//   `providerOptions.databricks.includeTrace`, the reply read back into a UI message with
-//   `readUIMessageStream`, and the conversation context added to the body as the UI's fetch does.
+// - the conversation context added to each body, as the UI's fetch does.
 //
-//   node chat.mjs BASE_URL PROMPT...
-// Prints {"requests": [{status, body}], "messages": [UI messages]} as JSON.
+//   node chat.mjs BASE_URL MODE PROMPT...
+// MODE is how each turn is answered:
+// - stream: UI messages -> `convertToModelMessages` -> `streamText`, read back into a UI message
+//   with `readUIMessageStream` (the UI's normal path);
+// - generate: `generateText`, the history kept as the model messages it returns
+//   (`response.messages`), as a non-streaming AI SDK client keeps it;
+// - fallback: the UI's fallback when a stream fails before its first text: the same turn again
+//   with `generateText`, its content written into the UI message stream (text, tool calls and
+//   tool results; the UI ignores tool errors there). Here every streamed request fails at connect.
+// Prints {"requests": [{status, body}], "replies": [text of each turn]} as JSON.
 import { randomUUID } from 'node:crypto';
 import { createDatabricksProvider } from '@databricks/ai-sdk-provider';
 import {
   convertToModelMessages,
+  createUIMessageStream,
   extractReasoningMiddleware,
+  generateText,
   readUIMessageStream,
   streamText,
   wrapLanguageModel,
 } from 'ai';
 
-const [baseUrl, ...prompts] = process.argv.slice(2);
+const [baseUrl, mode, ...prompts] = process.argv.slice(2);
 const conversationId = randomUUID();
 const requests = [];
 
@@ -30,6 +39,10 @@ const provider = createDatabricksProvider({
   formatUrl: () => `${baseUrl}/invocations`,
   fetch: async (url, init) => {
     const body = { ...JSON.parse(init.body), context: { conversation_id: conversationId, user_id: 'tester' } };
+    if (mode === 'fallback' && body.stream) {
+      requests.push({ status: null, body });
+      throw new TypeError('fetch failed (the test drops every streamed request)');
+    }
     const response = await fetch(url, { ...init, body: JSON.stringify(body) });
     requests.push({ status: response.status, body });
     return response;
@@ -41,17 +54,74 @@ const model = wrapLanguageModel({
 });
 const options = { providerOptions: { databricks: { includeTrace: true } }, maxRetries: 0 };
 
-async function reply(messages) {
-  const result = streamText({ model, messages: await convertToModelMessages(messages), ...options });
-  const stream = result.toUIMessageStream({ sendReasoning: true, generateMessageId: randomUUID });
+async function lastSnapshot(stream) {
   let message;
   for await (const snapshot of readUIMessageStream({ stream, terminateOnError: true })) message = snapshot;
   return message;
 }
 
+async function streamed(messages) {
+  const result = streamText({ model, messages: await convertToModelMessages(messages), ...options });
+  return lastSnapshot(result.toUIMessageStream({ sendReasoning: true, generateMessageId: randomUUID }));
+}
+
+// Forwards a stream's chunks; says whether it failed before its first text, as the UI's fallback checks.
+async function failedBeforeText(stream, writer) {
+  let sawText = false;
+  for await (const chunk of stream) {
+    if (chunk.type === 'error' && !sawText) return true;
+    sawText ||= chunk.type.startsWith('text-');
+    writer.write(chunk);
+  }
+  return false;
+}
+
+// The generateText result as UI message chunks, part by part (tool errors are left out, as the UI does).
+function writeContent(result, writer) {
+  for (const part of result.content) {
+    const id = randomUUID();
+    if (part.type === 'text' && part.text) {
+      writer.write({ type: 'text-start', id });
+      writer.write({ type: 'text-delta', id, delta: part.text });
+      writer.write({ type: 'text-end', id });
+    } else if (part.type === 'tool-call') {
+      const { toolCallId, toolName, input, dynamic } = part;
+      writer.write({ type: 'tool-input-available', toolCallId, toolName, input, dynamic });
+    } else if (part.type === 'tool-result') {
+      writer.write({ type: 'tool-output-available', toolCallId: part.toolCallId, output: part.output });
+    }
+  }
+  writer.write({ type: 'finish', finishReason: result.finishReason });
+}
+
+async function withFallback(messages) {
+  const modelMessages = await convertToModelMessages(messages);
+  const stream = createUIMessageStream({
+    generateId: randomUUID,
+    execute: async ({ writer }) => {
+      const result = streamText({ model, messages: modelMessages, ...options, onError: () => {} });
+      if (await failedBeforeText(result.toUIMessageStream({ sendReasoning: true }), writer)) {
+        writeContent(await generateText({ model, messages: modelMessages, ...options }), writer);
+      }
+    },
+  });
+  return lastSnapshot(stream);
+}
+
+const textOf = (message) => message.parts.filter((part) => part.type === 'text').map((part) => part.text).join('');
+const replies = [];
 const messages = [];
 for (const text of prompts) {
-  messages.push({ id: randomUUID(), role: 'user', parts: [{ type: 'text', text }] });
-  messages.push(await reply(messages));
+  if (mode === 'generate') {
+    messages.push({ role: 'user', content: text });
+    const result = await generateText({ model, messages, ...options });
+    messages.push(...result.response.messages);
+    replies.push(result.text);
+  } else {
+    messages.push({ id: randomUUID(), role: 'user', parts: [{ type: 'text', text }] });
+    const reply = await (mode === 'fallback' ? withFallback : streamed)(messages);
+    messages.push(reply);
+    replies.push(textOf(reply));
+  }
 }
-console.log(JSON.stringify({ requests, messages }));
+console.log(JSON.stringify({ requests, replies, messages }));

@@ -1,0 +1,38 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""Model servers that break the tool call id contract: every call `call_0`, or no id at all.
+
+The offline model plays such a server (OFFLINE_MODEL_CALL_IDS). openai-agents alone would fail
+the first tool turn (an empty id is a ModelBehaviorError) or skip a repeated call as already
+run; agent_server/call_ids.py gives each call a fresh id, so every turn answers and the app's
+output replays in every client shape.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support import Chat, reply_text
+
+from agent_server import llm
+
+pytestmark = pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+
+
+@pytest.fixture(params=["reuse", "empty"])
+def faulty_call_ids(request: pytest.FixtureRequest, api_mode: str):
+    model = llm.offline_app()
+    model.state.call_ids = request.param
+    yield request.param
+    model.state.call_ids = "unique"
+
+
+@pytest.mark.parametrize("replay", ["exact", "chat_ui", "chat_completions"])
+def test_tool_turns_continue_on_a_model_with_faulty_call_ids(app_client, faulty_call_ids, stream, replay):
+    chat = Chat(app_client, stream)
+    chat.send("What time is it?", replay)
+    twice = chat.send("What time is it twice?", replay)
+    assert [item["type"] for item in twice] == [*["function_call"] * 2, *["function_call_output"] * 2, "message"]
+    assert "I saw 3 user, 2 assistant and 3 tool turns" in reply_text(chat.send("Thanks", replay))
+
+    call_ids = [item["call_id"] for item in chat.history if item.get("type") == "function_call"]
+    call_ids += [call["id"] for item in chat.history for call in item.get("tool_calls") or []]
+    assert len(call_ids) == 3 and all(call_ids) and len(set(call_ids)) == 3, call_ids
