@@ -69,6 +69,13 @@ def rendered_files(app: Path) -> list[Path]:
     return [path for path in app.rglob("*") if path.is_file() and not NOT_RENDERED & set(path.parts)]
 
 
+def rendered_defaults(app: Path) -> dict[str, Any]:
+    """The copier answers as agent_server/defaults.py holds them: the module run on its own (it imports nothing)."""
+    namespace: dict[str, Any] = {}
+    exec(compile((app / "agent_server" / "defaults.py").read_text(), "defaults.py", "exec"), namespace)
+    return {name: value for name, value in namespace.items() if name.isupper()}
+
+
 def assert_all_passed(result: subprocess.CompletedProcess) -> None:
     """A pytest run inside a render passed every test: none failed, errored, was skipped or xfailed."""
     summary = result.stdout.strip().splitlines()[-1]

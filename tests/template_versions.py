@@ -14,7 +14,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from renders import ROOT
+import copier
+from renders import ROOT, render
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Template test",
@@ -78,3 +79,25 @@ def replace_once(path: Path, pattern: str, replacement: str) -> None:
 
 def append(path: Path, text: str) -> None:
     path.write_text(path.read_text() + text)
+
+
+# --- apps generated from those versions, as an owner keeps them ------------------------------------
+
+
+def generate(dest: Path, src: Path, version: str, data: dict | None = None) -> Path:
+    """`copier copy` of one version, into a git repo with the result committed, as an owner starts."""
+    render(dest, data, src=src, vcs_ref=version)
+    git("init", "-q", "-b", "main", cwd=dest)
+    commit(dest, "Generate the app")
+    return dest
+
+
+def commit(app: Path, message: str) -> None:
+    git("add", "--all", cwd=app)
+    git("commit", "-q", "-m", message, cwd=app)
+
+
+def update(app: Path, version: str, unsafe: bool = False) -> None:
+    copier.run_update(
+        str(app), vcs_ref=version, defaults=True, overwrite=True, unsafe=unsafe, conflict="inline", quiet=True
+    )

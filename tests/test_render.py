@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from renders import MATRIX, TEMPLATE, rendered_files, run, uv
+from renders import MATRIX, TEMPLATE, rendered_defaults, rendered_files, run, uv
 
 # Jinja left in the output; GitHub expressions `${{ ... }}` are not Jinja.
 STRAY_JINJA = re.compile(r"(?<!\$)\{\{|\{%|%\}|\{#")
@@ -41,9 +41,8 @@ def test_answers_are_recorded_and_used(renders, name):
     expected = MATRIX[name]
     assert {key: answers[key] for key in expected} == expected
     assert answers["_src_path"]
-    llm = (app / "agent_server" / "llm.py").read_text()
-    assert f'"LLM_PROVIDER": "{answers["llm_provider"]}"' in llm
-    assert f'"LLM_API": "{answers["llm_api"]}"' in llm
+    defaults = rendered_defaults(app)
+    assert (defaults["LLM_PROVIDER"], defaults["LLM_API"]) == (answers["llm_provider"], answers["llm_api"])
     assert answers["app_name"] in (app / "README.md").read_text()
     assert (app / ".github" / "workflows" / "ci.yml").exists() == answers["github_ci"]
 

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from copier.errors import UnsafeTemplateError
 from renders import ROOT, assert_all_passed, clean_env, render, uv
-from template_versions import append, git, new_repo, release, replace_once
+from template_versions import append, commit, generate, git, new_repo, release, replace_once, update
 
 pytestmark = pytest.mark.xdist_group("update")
 
@@ -123,25 +123,6 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def generate(dest: Path, src: Path, version: str, data: dict | None = None) -> Path:
-    """`copier copy` of one version, into a git repo with the result committed, as an owner starts."""
-    render(dest, data, src=src, vcs_ref=version)
-    git("init", "-q", "-b", "main", cwd=dest)
-    commit(dest, "Generate the app")
-    return dest
-
-
-def commit(app: Path, message: str) -> None:
-    git("add", "--all", cwd=app)
-    git("commit", "-q", "-m", message, cwd=app)
-
-
-def update(app: Path, version: str, unsafe: bool = False) -> None:
-    copier.run_update(
-        str(app), vcs_ref=version, defaults=True, overwrite=True, unsafe=unsafe, conflict="inline", quiet=True
-    )
 
 
 def assert_no_leftovers(app: Path) -> None:

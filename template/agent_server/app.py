@@ -1,5 +1,10 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The ASGI app: MLflow's AgentServer with the request guard in front of it, and a chat page at /."""
+"""The ASGI app: MLflow's AgentServer behind three small middlewares, and a chat page at /.
+
+A request meets, in order: BrowserGuard (no driving the agent from other web pages),
+RequestGuard (parse, check, render), UpstreamErrors (the model's failures get the right
+status), then MLflow's server and the handlers.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,19 @@ from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
 from agent_server import tracing
+from agent_server.browser_guard import BrowserGuard
 from agent_server.request_guard import RequestGuard
+from agent_server.upstream_errors import UpstreamErrors
 
 # Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/tracing.py).
 tracing.configure()
 
 agent_server = AgentServer("ResponsesAgent")
 app = agent_server.app
+# The last added runs first.
+app.add_middleware(UpstreamErrors)
 app.add_middleware(RequestGuard)
+app.add_middleware(BrowserGuard)
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

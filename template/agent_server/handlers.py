@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import openai
 from agents import Runner
 from agents.items import MessageOutputItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
@@ -21,17 +21,22 @@ from agent_server.output_items import ReplayableOutput, replayable_id
 
 
 def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
-    """The request's history, rendered for the configured API mode, then the owner's own rules (agent.py)."""
+    """The request's history, rendered for the configured API mode, then the owner's own rules (agent.py).
+
+    Rendered again, after the request guard did: MLflow's request model re-adds `"status": null`
+    to assistant messages and drops their ids, which the SDK would reject.
+    """
     items = [item.model_dump() for item in request.input]
     return owner_hooks.customize_history(render_history(items, api=llm.settings().api))
 
 
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
+    history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
     try:
-        result = await Runner.run(with_unique_call_ids(create_agent()), model_input(request))
-    except openai.APIStatusError as error:
-        upstream_errors.record(error)  # the request guard turns the 500 into the model's own 4xx
+        result = await Runner.run(with_unique_call_ids(create_agent()), history)
+    except upstream_errors.MODEL_FAILURES as error:
+        upstream_errors.record(error)  # upstream_errors answers with the status that says why, not a 500
         raise
     output = ReplayableOutput()
     items = [item for run_item in result.new_items for item in output.add(run_item.raw_item)]
@@ -40,7 +45,8 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
 
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
-    result = Runner.run_streamed(with_unique_call_ids(create_agent()), input=model_input(request))
+    history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
+    result = Runner.run_streamed(with_unique_call_ids(create_agent()), input=history)
     output = ReplayableOutput()
     message_id = replayable_id("message", None)
     async for event in result.stream_events():

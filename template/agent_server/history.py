@@ -58,7 +58,7 @@ from typing import Any, Literal
 
 from agent_server.tool_pairs import INTERRUPTED_CALL_OUTPUT, Rendered, pair_calls_with_outputs
 
-__all__ = ["INTERRUPTED_CALL_OUTPUT", "ApiMode", "HistoryError", "render_history"]
+__all__ = ["INTERRUPTED_CALL_OUTPUT", "ApiMode", "HistoryError", "json_type", "render_history"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def render_history(items: Sequence[Any], api: ApiMode = "chat_completions") -> l
 
 def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
     if not isinstance(item, Mapping):
-        raise HistoryError(index, f"expected an object, got {_json_type(item)}")
+        raise HistoryError(index, f"expected an object, got {json_type(item)}")
     item_type = item.get("type")
     if item_type in (None, "message") and "role" in item:
         return _render_message(item, index)
@@ -154,7 +154,7 @@ def _assistant_text(content: Any, index: int) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise HistoryError(index, f"assistant content must be text or a list, got {_json_type(content)}")
+        raise HistoryError(index, f"assistant content must be text or a list, got {json_type(content)}")
     texts = []
     for part in content:
         part_type = part.get("type") if isinstance(part, Mapping) else None
@@ -176,7 +176,7 @@ def _input_content(content: Any, index: int) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise HistoryError(index, f"content must be text or a list, got {_json_type(content)}")
+        raise HistoryError(index, f"content must be text or a list, got {json_type(content)}")
     return _input_parts(content, index)
 
 
@@ -217,7 +217,7 @@ def _caption(part: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
     if text is None or text == "":
         return []
     if not isinstance(text, str):
-        raise HistoryError(index, f"an image's or file's 'text' must be a string, got {_json_type(text)}")
+        raise HistoryError(index, f"an image's or file's 'text' must be a string, got {json_type(text)}")
     logger.info("history: input[%d] has a caption on an image or file part; sent as a text part after it", index)
     return [{"type": "input_text", "text": text}]
 
@@ -321,16 +321,17 @@ def _required_str(part: Mapping[str, Any], key: str, index: int) -> str:
 def _part_name(part: Any) -> str:
     if isinstance(part, Mapping):
         return _show(part.get("type"))
-    return f"of type {_json_type(part)}"
+    return f"of type {json_type(part)}"
 
 
 def _show(value: Any) -> str:
     """A client-sent value, quoted for an error message, whatever JSON type it has."""
-    return repr(value) if isinstance(value, str) else f"of type {_json_type(value)}"
+    return repr(value) if isinstance(value, str) else f"of type {json_type(value)}"
 
 
-def _json_type(value: Any) -> str:
-    names = {bool: "boolean", dict: "object", list: "array", str: "string", int: "number", float: "number"}
+def json_type(value: Any) -> str:
+    """A JSON value's type as JSON names it, for messages about what a client sent (the app's one such helper)."""
     if value is None:
         return "null"
-    return next((name for kind, name in names.items() if isinstance(value, kind)), type(value).__name__)
+    names = ((bool, "boolean"), (Mapping, "object"), (list, "array"), (str, "string"), ((int, float), "number"))
+    return next((name for kind, name in names if isinstance(value, kind)), type(value).__name__)

@@ -1,13 +1,16 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Which model the agent talks to, and through which API, read from the environment.
 
-| variable | values | default (from the copier answers) |
+| variable | values | default |
 |---|---|---|
-| LLM_PROVIDER | openai, databricks, offline | {{ llm_provider }} |
-| LLM_MODEL | the model or serving-endpoint name | {{ llm_model }} |
-| LLM_API | chat_completions, responses | {{ llm_api }} |
+| LLM_PROVIDER | openai, databricks, offline | your copier answer, in agent_server/defaults.py |
+| LLM_MODEL | the model or serving-endpoint name | likewise |
+| LLM_API | chat_completions, responses | likewise |
 | LLM_ALLOW_OFFLINE | true lets a deployed app serve the offline model | unset |
-| LLM_ON_BEHALF_OF_USER | true: call Databricks models with the caller's token (x-forwarded-access-token) | unset |
+| LLM_ON_BEHALF_OF_USER | true: call Databricks models as the caller (x-forwarded-access-token); none: 401 | unset |
+| LLM_ON_BEHALF_OF_USER_FALLBACK | true: with the above, run a request without a user token as the app instead | unset |
+| LLM_TIMEOUT_SECONDS | how long one model call may take before it fails (504) | 120 |
+| LLM_MAX_RETRIES | retries of a model call that failed for a reason worth retrying (429, 5xx, no connection) | 2 |
 
 A deployed app (Databricks Apps sets DATABRICKS_APP_NAME; elsewhere set APP_ENV=production)
 refuses the offline model unless LLM_ALLOW_OFFLINE=true, so it never gives canned answers by accident.
@@ -28,12 +31,14 @@ import httpx
 from agents import Model, OpenAIChatCompletionsModel, OpenAIResponsesModel
 from openai import AsyncOpenAI
 
+from agent_server import defaults
+
 Provider = Literal["openai", "databricks", "offline"]
 ApiMode = Literal["chat_completions", "responses"]
 
 PROVIDERS: tuple[Provider, ...] = ("openai", "databricks", "offline")
 API_MODES: tuple[ApiMode, ...] = ("chat_completions", "responses")
-DEFAULTS = {"LLM_PROVIDER": "{{ llm_provider }}", "LLM_MODEL": "{{ llm_model }}", "LLM_API": "{{ llm_api }}"}
+DEFAULTS = {"LLM_PROVIDER": defaults.LLM_PROVIDER, "LLM_MODEL": defaults.LLM_MODEL, "LLM_API": defaults.LLM_API}
 
 
 class ConfigurationError(RuntimeError):
@@ -82,6 +87,7 @@ def check_configuration(env: Mapping[str, str] | None = None) -> LLMSettings:
         _databricks_config()
     if current.provider == "offline":
         refuse_offline_when_deployed(env)
+    call_limits(env)  # a bad LLM_TIMEOUT_SECONDS or LLM_MAX_RETRIES fails here, at start-up
     return current
 
 
@@ -131,11 +137,41 @@ def _client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
             base_url=f"{config.host.rstrip('/')}/serving-endpoints",
             api_key="set-per-request",  # replaced by DatabricksAuth on every request
             http_client=httpx.AsyncClient(
-                auth=DatabricksAuth(config, on_behalf_of_user=_true(os.environ.get("LLM_ON_BEHALF_OF_USER"))),
-                timeout=httpx.Timeout(600, connect=10),
+                auth=DatabricksAuth(config, on_behalf_of_user=_true(os.environ.get("LLM_ON_BEHALF_OF_USER")))
             ),
+            **call_limits(),
         )
-    return AsyncOpenAI(base_url=base_url)  # also honours OPENAI_API_KEY
+    return AsyncOpenAI(base_url=base_url, **call_limits())  # also honours OPENAI_API_KEY
+
+
+def call_limits(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Bounded model calls: the openai client's own 600 s timeout would hold a request for ten minutes."""
+    env = os.environ if env is None else env
+    timeout = _positive_number(env, "LLM_TIMEOUT_SECONDS", 120.0)
+    retries = int(_positive_number(env, "LLM_MAX_RETRIES", 2.0, allow_zero=True))
+    return {"timeout": httpx.Timeout(timeout, connect=min(10.0, timeout)), "max_retries": retries}
+
+
+def _positive_number(env: Mapping[str, str], name: str, default: float, allow_zero: bool = False) -> float:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigurationError(f"{name}={raw!r} must be a {'non-negative' if allow_zero else 'positive'} number")
+    return value
+
+
+def needs_user_token() -> bool:
+    """On-behalf-of-user calls, with no fallback to the app's own identity (request_guard checks the token)."""
+    return (
+        settings().provider == "databricks"
+        and _true(os.environ.get("LLM_ON_BEHALF_OF_USER"))
+        and not _true(os.environ.get("LLM_ON_BEHALF_OF_USER_FALLBACK"))
+    )
 
 
 @functools.lru_cache(maxsize=1)

@@ -27,6 +27,8 @@ Use it in process with `offline_client()`, an AsyncOpenAI wired to the app, or o
 from __future__ import annotations
 
 import argparse
+import asyncio
+import collections
 import dataclasses
 import hashlib
 import json
@@ -57,6 +59,7 @@ API_KEY = "offline"
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 CALL_ID_STYLES = ("unique", "reuse", "empty")
+REQUEST_LOG_SIZE = 1000  # the newest requests, for tests to read; older ones are forgotten
 
 logger = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------
@@ -90,12 +93,12 @@ class Answer:
 
 def chat_answer(body: dict[str, Any]) -> Answer:
     tools = [tool["function"]["name"] for tool in _offered_function_tools(body)]
-    return answer(body["messages"], chat_turns(body["messages"]), tools)
+    return answer(body["messages"], chat_turns(body["messages"]), tools, body.get("tool_choice") == "required")
 
 
 def responses_answer(body: dict[str, Any]) -> Answer:
     tools = [tool["name"] for tool in _offered_function_tools(body)]
-    return answer(body["input"], responses_turns(body["input"]), tools)
+    return answer(body["input"], responses_turns(body["input"]), tools, body.get("tool_choice") == "required")
 
 
 def _offered_function_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,13 +142,16 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-def answer(history: Any, turns: list[Turn], tool_names: list[str]) -> Answer:
-    """Call a tool the latest user turn asks for, or describe the conversation."""
+def answer(history: Any, turns: list[Turn], tool_names: list[str], tool_required: bool = False) -> Answer:
+    """Call a tool the latest user turn asks for (or the first one, when a tool call is required),
+    or describe the conversation."""
     digest = request_digest(history)
     last_user = max((i for i, turn in enumerate(turns) if turn.role == "user"), default=-1)
     latest_user_text = turns[last_user].text if last_user >= 0 else ""
     tool_outputs = [turn.text for turn in turns[last_user + 1 :] if turn.role == "tool"]
     tool = None if tool_outputs else requested_tool(latest_user_text, tool_names)
+    if tool_required and tool_names:  # as the real API does with tool_choice="required"
+        tool = tool or tool_names[0]
 
     text, tool_calls = "", ()
     if tool is not None:
@@ -436,7 +442,7 @@ def sse(events: Iterable[dict[str, Any]], named: bool) -> Iterator[str]:
 
 
 def create_offline_app(call_ids: str | None = None) -> FastAPI:
-    """The offline model as an ASGI app; `app.state.request_log` records every request.
+    """The offline model as an ASGI app; `app.state.request_log` records the newest REQUEST_LOG_SIZE requests.
 
     `call_ids` is the tool call id style (see the module docstring); OFFLINE_MODEL_CALL_IDS by
     default. Tests may change `app.state.call_ids` between requests.
@@ -445,11 +451,14 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
     if style not in CALL_ID_STYLES:
         raise ValueError(f"OFFLINE_MODEL_CALL_IDS={style!r} is not one of {', '.join(CALL_ID_STYLES)}")
     app = FastAPI(title="Offline model", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.request_log = []
+    app.state.request_log = collections.deque(maxlen=REQUEST_LOG_SIZE)
     app.state.call_ids = style
 
     async def handle(request: Request, api: str) -> Response:
-        raw = await request.body()
+        # Validating a long history is CPU work: in a worker thread, so the app it serves stays responsive.
+        return await asyncio.to_thread(answer_request, request.url.path, await request.body(), api)
+
+    def answer_request(path: str, raw: bytes, api: str) -> Response:
         body: dict[str, Any] = {}
         try:
             body = parse_body(raw)
@@ -463,12 +472,10 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
                 check_responses_semantics(body)
                 response = _responses_response(body, with_call_ids(responses_answer(body), app.state.call_ids))
         except ApiError as exc:
-            logger.warning("offline model: %d for %s: %s", exc.status, request.url.path, exc.body["message"])
-            app.state.request_log.append(
-                {"path": request.url.path, "status": exc.status, "error": exc.body, "body": body}
-            )
+            logger.warning("offline model: %d for %s: %s", exc.status, path, exc.body["message"])
+            app.state.request_log.append({"path": path, "status": exc.status, "error": exc.body, "body": body})
             return JSONResponse({"error": exc.body}, status_code=exc.status)
-        app.state.request_log.append({"path": request.url.path, "status": 200, "error": None, "body": body})
+        app.state.request_log.append({"path": path, "status": 200, "error": None, "body": body})
         return response
 
     @app.post(CHAT_PATH)

@@ -1,31 +1,58 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Check and render /invocations and /responses bodies before MLflow sees them.
+"""Parse, check and render /invocations and /responses bodies before MLflow sees them.
 
-MLflow's server answers some bad bodies with a 500 (a JSON array, for one) and
-rejects chat-completions history (`role: "tool"`, `tool_calls`) before any
-handler runs. This ASGI middleware answers bad input with a 400 that names the
-problem, and renders the history so that every shape `history.py` knows gets through.
+MLflow's server answers some bad bodies with a 500 (a JSON array, for one) and rejects
+chat-completions history (`role: "tool"`, `tool_calls`) before any handler runs. This ASGI
+middleware answers bad input with a 4xx that names the problem, and renders the history so
+that every shape `history.py` knows gets through. Its limits (README, "Failure modes"):
+
+| variable | default | over it |
+|---|---|---|
+| MAX_BODY_BYTES | 16 MiB | 413 |
+| MAX_INPUT_ITEMS | 1000 items in `input` | 413 |
+| MAX_INPUT_CHARS | 1,000,000 characters of text in the whole body | 413 |
+| BODY_TIMEOUT_SECONDS | 30 s to send the body | 408 |
+
+JSON nested deeper than 64 levels, a lone surrogate (`"\\ud800"`) and an integer of more
+than 4300 digits are a 400. Parsing and rendering run in a worker thread, so that a large
+body never holds up other requests, and a client that hangs up stops its request: tools
+and model calls included.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from typing import Any
 
-from starlette.responses import JSONResponse
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_server import llm, upstream_errors
-from agent_server.history import HistoryError, render_history
+from agent_server import llm
+from agent_server.errors import error_response
+from agent_server.history import HistoryError, json_type, render_history
 
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
-MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_JSON_DEPTH = 64
+
+
+def _limit(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else default
+
+
+MAX_BODY_BYTES = _limit("MAX_BODY_BYTES", 16 * 1024 * 1024)
+MAX_INPUT_ITEMS = _limit("MAX_INPUT_ITEMS", 1000)
+MAX_INPUT_CHARS = _limit("MAX_INPUT_CHARS", 1_000_000)
+BODY_TIMEOUT_SECONDS = _limit("BODY_TIMEOUT_SECONDS", 30)
 
 
 class BadRequest(ValueError):
-    def __init__(self, message: str, param: str | None = None) -> None:
+    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
         super().__init__(message)
         self.param = param
+        self.status = status
 
 
 class RequestGuard:
@@ -37,22 +64,20 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         try:
-            body = checked_body(await _read_body(receive))
+            check_user_token(Headers(scope=scope))
+            raw = await _read_body(receive)
+            body = await asyncio.to_thread(prepared_body, raw)
         except BadRequest as error:
-            await _error_response(error)(scope, receive, send)
+            await error_response(error.status, str(error), error.param)(scope, receive, send)
             return
-        failure = upstream_errors.track()
-        await self.app(scope, _replay(json.dumps(body).encode(), receive), _answer_upstream_errors(failure, send))
+        await _until_disconnect(self.app, scope, body, receive, send)
 
 
 def checked_body(raw: bytes) -> dict[str, Any]:
     """The request body with its history rendered, or BadRequest saying what is wrong."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise BadRequest(f"The request body is not valid JSON: {error}") from None
+    body = _parsed(raw)
     if not isinstance(body, dict):
-        raise BadRequest(f"The request body must be a JSON object with an 'input' list, not a JSON {_kind(body)}.")
+        raise BadRequest(f"The request body must be a JSON object with an 'input' list, not a JSON {json_type(body)}.")
     items = body.get("input")
     if isinstance(items, str):  # the Responses API's shorthand for one user message
         items = [{"role": "user", "content": items}]
@@ -60,8 +85,18 @@ def checked_body(raw: bytes) -> dict[str, Any]:
         raise BadRequest("'input' is required and must be a list of items.", param="input")
     if not items:
         raise BadRequest("'input' must hold at least one item.", param="input")
+    if len(items) > MAX_INPUT_ITEMS:
+        message = f"'input' holds {len(items)} items; the limit is MAX_INPUT_ITEMS={MAX_INPUT_ITEMS}."
+        raise BadRequest(message, "input", status=413)
+    _check_size(body)
     if "stream" in body and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be true or false.", param="stream")
+    if body.get("previous_response_id") is not None:
+        raise BadRequest(
+            "This app keeps no conversations, so 'previous_response_id' cannot be used: send the whole "
+            "conversation in 'input'.",
+            param="previous_response_id",
+        )
     try:
         body["input"] = render_history(items, api=llm.settings().api)
     except HistoryError as error:
@@ -69,63 +104,110 @@ def checked_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _answer_upstream_errors(failure: upstream_errors.UpstreamFailure, send: Send) -> Send:
-    """Replace MLflow's 500 with the model's own status when the handler recorded one."""
-    replacing = False
-
-    async def guarded_send(message: Message) -> None:
-        nonlocal replacing
-        if message["type"] == "http.response.start" and message["status"] == 500 and failure.error is not None:
-            replacing = True
-        elif not replacing:
-            await send(message)
-        elif message["type"] == "http.response.body" and not message.get("more_body", False):
-            status, body = upstream_errors.status_and_body(failure.error)
-            response = JSONResponse(body, status_code=status)
-            await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
-            await send({"type": "http.response.body", "body": response.body})
-
-    return guarded_send
+def prepared_body(raw: bytes) -> bytes:
+    """The checked and rendered body, serialised again for MLflow (in a worker thread)."""
+    return json.dumps(checked_body(raw)).encode()
 
 
-def _error_response(error: BadRequest) -> JSONResponse:
-    detail = {"message": str(error), "type": "invalid_request_error", "param": error.param}
-    return JSONResponse({"error": detail, "detail": str(error)}, status_code=400)
+def check_user_token(headers: Headers) -> None:
+    """With LLM_ON_BEHALF_OF_USER, a request without the user's token is refused, never run as the app."""
+    if llm.needs_user_token() and not headers.get("x-forwarded-access-token"):
+        raise BadRequest(
+            "This app calls the model as the signed-in user (LLM_ON_BEHALF_OF_USER=true), and the request "
+            "carries no user token (x-forwarded-access-token). Set LLM_ON_BEHALF_OF_USER_FALLBACK=true to run "
+            "such requests as the app instead.",
+            status=401,
+        )
+
+
+def _parsed(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise BadRequest(f"The request body is nested more than {MAX_JSON_DEPTH} levels deep.") from None
+    except (UnicodeDecodeError, ValueError) as error:  # JSONDecodeError, and Python's 4300-digit integer limit
+        raise BadRequest(f"The request body is not valid JSON: {error}") from None
+
+
+def _check_size(body: Any) -> None:
+    """Depth, total text and lone surrogates, walked without recursion (a deep body must not crash the walk)."""
+    chars, stack = 0, [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise BadRequest(f"The request body is nested more than {MAX_JSON_DEPTH} levels deep.")
+        if isinstance(value, dict):
+            stack.extend((inner, depth + 1) for inner in value.values())
+            strings = value.keys()
+        elif isinstance(value, list):
+            stack.extend((inner, depth + 1) for inner in value)
+            strings = ()
+        else:
+            strings = (value,) if isinstance(value, str) else ()
+        for text in strings:
+            chars += len(text)
+            try:
+                text.encode()
+            except UnicodeEncodeError:
+                raise BadRequest(f"The request body holds a lone surrogate in {text!r:.60}: not text.") from None
+    if chars > MAX_INPUT_CHARS:
+        message = f"The request holds {chars} characters of text; the limit is MAX_INPUT_CHARS={MAX_INPUT_CHARS}."
+        raise BadRequest(message, status=413)
 
 
 async def _read_body(receive: Receive) -> bytes:
     chunks, size = [], 0
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), timeout=BODY_TIMEOUT_SECONDS)
+        except TimeoutError:
+            raise BadRequest(f"The request body did not arrive within {BODY_TIMEOUT_SECONDS} s.", status=408) from None
         if message["type"] == "http.disconnect":
             break
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise BadRequest(f"The request body is larger than {MAX_BODY_BYTES} bytes.")
+            raise BadRequest(f"The request body is larger than MAX_BODY_BYTES={MAX_BODY_BYTES} bytes.", status=413)
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """Hand the new body to the app, then pass on the client's own messages.
+async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+    """Run the app on the new body; if the client hangs up first, cancel it (its tools and model calls too).
 
-    A streaming response listens for `http.disconnect` while it runs, so after the
-    body this must wait for the real one rather than invent it.
+    Only this function reads the client's messages once the body is in: the app gets the body,
+    then waits for the disconnect here (a streaming response listens for it while it runs).
     """
-    sent = False
+    hung_up, answered = asyncio.Event(), False
 
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
+    async def app_send(message: Message) -> None:
+        nonlocal answered
+        answered = answered or (message["type"] == "http.response.body" and not message.get("more_body", False))
+        await send(message)
 
-    return replay
+    async def app_receive() -> Message:
+        nonlocal body
+        if body is not None:
+            message, body = {"type": "http.request", "body": body, "more_body": False}, None
+            return message
+        await hung_up.wait()
+        return {"type": "http.disconnect"}
 
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        hung_up.set()
+        if not answered:  # a server also reports the end of a finished response as a disconnect
+            running.cancel()
 
-def _kind(value: Any) -> str:
-    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "null")
+    running = asyncio.ensure_future(app(scope, app_receive, app_send))
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await running
+    except asyncio.CancelledError:
+        if not hung_up.is_set() or answered:
+            raise  # cancelled from outside, not by the client's hang-up
+    finally:
+        watcher.cancel()

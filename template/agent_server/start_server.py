@@ -3,6 +3,11 @@
 
 The configuration is checked before the app is imported, so a missing credential
 fails in a moment with a message that names what to set.
+
+It listens on loopback (127.0.0.1) unless told otherwise (--host or HOST) or deployed
+(Databricks Apps sets DATABRICKS_APP_PORT), and on loopback it answers only to the
+loopback host names (ALLOWED_HOSTS, see agent_server/browser_guard.py): the app has no
+login of its own, so it is not offered to the network by default.
 """
 
 from __future__ import annotations
@@ -13,15 +18,34 @@ import signal
 import sys
 
 from agent_server import llm
+from agent_server.browser_guard import LOOPBACK_HOSTS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="start-app", description="Serve the agent on /invocations.")
-    default_port = int(os.environ.get("DATABRICKS_APP_PORT") or os.environ.get("PORT") or 8000)
-    parser.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
-    parser.add_argument("--port", type=int, default=default_port, help="default: $DATABRICKS_APP_PORT, $PORT or 8000")
+    parser.add_argument("--host", default=default_host(), help="default: $HOST; 0.0.0.0 on Databricks Apps; 127.0.0.1")
+    parser.add_argument("--port", type=port_number, default=None, help="default: $DATABRICKS_APP_PORT, $PORT or 8000")
     parser.add_argument("--workers", type=int, default=1)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.port is None:
+        name = "DATABRICKS_APP_PORT" if os.environ.get("DATABRICKS_APP_PORT") else "PORT"
+        try:
+            args.port = port_number(os.environ.get(name) or "8000")
+        except argparse.ArgumentTypeError as error:
+            sys.exit(f"start-app: {name}: {error}")
+    return args
+
+
+def default_host() -> str:
+    if os.environ.get("HOST"):
+        return os.environ["HOST"]
+    return "0.0.0.0" if os.environ.get("DATABRICKS_APP_PORT") else "127.0.0.1"
+
+
+def port_number(text: str) -> int:
+    if not text.strip().isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1 to 65535)")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,7 +54,10 @@ def main(argv: list[str] | None = None) -> None:
         current = llm.check_configuration()
     except llm.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
-    print(f"start-app: {current.provider} model {current.model!r} over {current.api} on port {args.port}", flush=True)
+    if args.host in ("127.0.0.1", "localhost", "::1") and not os.environ.get("ALLOWED_HOSTS"):
+        os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)  # DNS rebinding: answer only to loopback names
+    where = f"http://{args.host}:{args.port}"
+    print(f"start-app: {current.provider} model {current.model!r} over {current.api} on {where}", flush=True)
 
     import uvicorn
 

@@ -12,6 +12,8 @@ adds the agent run, model calls and tool calls under it. Export is asynchronous 
 finished trace is queued (MLflow drops it when the queue is full) and sent by background threads
 with few retries and a short timeout, so a tracing back end that is down or slow never fails or
 slows a request, nor holds up shutdown for minutes. Set MLFLOW_TRACE_SAMPLING_RATIO=0 to stop tracing.
+Large payloads are kept as previews, and the local store is private and pruned: see
+agent_server/trace_store.py.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+
+from agent_server import trace_store
 
 # mlflow-skinny has no SQL store: the file store is its one local store that needs no server.
 LOCAL_STORE = "file:./mlruns"
@@ -56,9 +61,23 @@ def configure(env: MutableMapping[str, str] | None = None) -> None:
     if experiment_id := env.get("MLFLOW_EXPERIMENT_ID"):
         # Named up front, or MLflow asks the tracking server whether it exists as each request starts.
         mlflow.tracing.set_destination(MlflowExperimentLocation(experiment_id=experiment_id))
+    limits = trace_store.Limits.from_env()
+    mlflow.tracing.configure(span_processors=[trace_store.bounded_payloads(limits.payload_chars)])  # mlflow 3.3+
+    uri = env["MLFLOW_TRACKING_URI"]
+    if _is_local_file_store(uri):
+        from mlflow.store.tracking.file_store import FileStore
+        from mlflow.utils.file_utils import local_file_uri_to_path
+
+        store = Path(local_file_uri_to_path(uri))
+        FileStore(str(store))  # creates a new store now, with MLflow's default experiment, so it can be made private
+        trace_store.make_private(store)
+        trace_store.keep_pruned(store, limits)
     # Replaces the SDK's own trace exporter (which sends to OpenAI's servers) with MLflow's.
     mlflow.openai.autolog(silent=True)
     set_tracing_disabled(False)
+    # Sets up MLflow's tracer now (about a second of imports), not inside the first request, where it
+    # would hold up every other request on the event loop.
+    mlflow.tracing.enable()
 
 
 def flush() -> None:

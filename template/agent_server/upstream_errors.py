@@ -1,11 +1,21 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Answer a request the model rejected with the model's own 4xx, not a bare 500.
+"""When the model fails, answer with the status that says why, not MLflow's bare 500.
 
-MLflow's server turns every exception in a handler into a 500. The handlers
-record the model's error here; the request guard, which sees the response go
-out, then replaces that 500 with the model's status and message. A 400 from
-the model is deterministic, so the client is told what to change instead of
-being invited to retry.
+MLflow's server turns every exception in a handler into a 500. The handlers record the
+model's failure here, and this ASGI middleware, which sees the response go out, replaces
+that 500 (README, "Failure modes"):
+
+| the model | status | retried by the app |
+|---|---|---|
+| rejected the request (400, 422, ...) | 400, with the model's message: change the request | no |
+| is rate-limited (429) | 429, with its Retry-After | yes, LLM_MAX_RETRIES times first |
+| refused the app's credentials (401, 403) or does not exist (404) | 502 | no |
+| failed (5xx) or could not be reached | 502 | yes, LLM_MAX_RETRIES times first |
+| did not answer within LLM_TIMEOUT_SECONDS | 504 | yes, LLM_MAX_RETRIES times first |
+| kept calling tools past the agent's max_turns | 502 | no |
+
+A streamed response has sent its 200 before the model is called, so there the failure is
+an `error` event in the stream instead.
 """
 
 from __future__ import annotations
@@ -15,34 +25,44 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
+from agents.exceptions import MaxTurnsExceeded
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agent_server.errors import error_response
 
 # Statuses passed on as they are; any other 4xx is the client's request (400), anything else is ours (502).
 PASSED_ON = frozenset({429})
 OUR_FAULT = frozenset({401, 403, 404})
+MODEL_FAILURES = (openai.APIError, MaxTurnsExceeded)
 
 
 @dataclass
 class UpstreamFailure:
-    error: openai.APIStatusError | None = None
+    error: BaseException | None = None
 
 
 _current: contextvars.ContextVar[UpstreamFailure | None] = contextvars.ContextVar("upstream_failure", default=None)
 
 
-def track() -> UpstreamFailure:
-    """Start tracking for the current request; the returned holder is shared with the handlers."""
-    failure = UpstreamFailure()
-    _current.set(failure)
-    return failure
-
-
-def record(error: openai.APIStatusError) -> None:
+def record(error: BaseException) -> None:
+    """Called by a handler with the model's failure, before it re-raises it."""
     failure = _current.get()
     if failure is not None:
         failure.error = error
 
 
-def status_and_body(error: openai.APIStatusError) -> tuple[int, dict[str, Any]]:
+def status_and_message(error: BaseException) -> tuple[int, str, str | None, dict[str, str]]:
+    """(status, message, param, headers) for a model failure."""
+    if isinstance(error, MaxTurnsExceeded):
+        return 502, f"The agent stopped without a final answer: {error.message} (it kept calling tools).", None, {}
+    if isinstance(error, openai.APITimeoutError):
+        return 504, "The model did not answer in time (LLM_TIMEOUT_SECONDS).", None, {}
+    if isinstance(error, openai.APIStatusError):
+        return _status_error(error)
+    return 502, f"The model could not be reached: {error}", None, {}
+
+
+def _status_error(error: openai.APIStatusError) -> tuple[int, str, str | None, dict[str, str]]:
     upstream = error.status_code
     if upstream in PASSED_ON:
         status = upstream
@@ -51,13 +71,39 @@ def status_and_body(error: openai.APIStatusError) -> tuple[int, dict[str, Any]]:
     else:
         status = 502
     body = error.body if isinstance(error.body, dict) else {}
-    detail = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
-    message = detail.get("message") or str(error)
-    return status, {
-        "error": {
-            "message": f"The model rejected the request ({upstream}): {message}",
-            "type": "invalid_request_error" if status == 400 else "upstream_error",
-            "param": detail.get("param"),
-        },
-        "detail": f"The model rejected the request ({upstream}): {message}",
-    }
+    detail: Any = body.get("error", body)
+    detail = detail if isinstance(detail, dict) else {}
+    message = f"The model rejected the request ({upstream}): {detail.get('message') or error}"
+    retry_after = error.response.headers.get("retry-after")
+    return status, message, detail.get("param"), {"Retry-After": retry_after} if retry_after else {}
+
+
+class UpstreamErrors:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        failure = UpstreamFailure()
+        _current.set(failure)
+        await self.app(scope, receive, _replacing_500(failure, send))
+
+
+def _replacing_500(failure: UpstreamFailure, send: Send) -> Send:
+    replacing = False
+
+    async def guarded_send(message: Message) -> None:
+        nonlocal replacing
+        if message["type"] == "http.response.start" and message["status"] == 500 and failure.error is not None:
+            replacing = True
+        elif not replacing:
+            await send(message)
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            status, text, param, headers = status_and_message(failure.error)
+            response = error_response(status, text, param, headers)
+            await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
+            await send({"type": "http.response.body", "body": response.body})
+
+    return guarded_send

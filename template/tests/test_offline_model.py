@@ -25,7 +25,6 @@ from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from agent_server.offline_model import create_offline_app, offline_client
-from agent_server.strict_openai import request_validator
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -319,8 +318,13 @@ def test_request_log_records_every_request() -> None:
     assert log[1]["error"]["param"] == "messages"
 
 
-def test_validators_are_built_once() -> None:
-    assert request_validator("responses", True) is request_validator("responses", True)
+def test_request_log_keeps_only_the_newest_requests(monkeypatch) -> None:
+    """Bounded, so a long-running demo does not grow without end."""
+    monkeypatch.setattr("agent_server.offline_model.REQUEST_LOG_SIZE", 3)
+    app = create_offline_app()
+    for text in ("one", "two", "three", "four"):
+        post(CHAT, chat_messages({"role": "user", "content": text}), app)
+    assert [entry["body"]["messages"][0]["content"] for entry in app.state.request_log] == ["two", "three", "four"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,11 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 from support import free_port, wait_for_health
+
+from agent_server import start_server
 
 START_APP = str(Path(sys.executable).with_name("start-app"))
 
@@ -69,3 +73,69 @@ def test_missing_or_bad_configuration_stops_with_a_clear_error(tmp_path, env, na
     for name in names:
         assert name in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "host"),
+    [
+        ({}, [], "127.0.0.1"),
+        ({"DATABRICKS_APP_PORT": "8080"}, [], "0.0.0.0"),
+        ({"HOST": "0.0.0.0"}, [], "0.0.0.0"),
+        ({"DATABRICKS_APP_PORT": "8080"}, ["--host", "127.0.0.1"], "127.0.0.1"),
+    ],
+    ids=["local", "databricks-apps", "HOST", "--host"],
+)
+def test_listens_on_loopback_unless_deployed_or_told(monkeypatch, env, argv, host):
+    for name in ("HOST", "DATABRICKS_APP_PORT", "PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert start_server.parse_args(argv).host == host
+
+
+@pytest.mark.parametrize(("name", "value"), [("PORT", "abc"), ("DATABRICKS_APP_PORT", "70000"), ("PORT", "-1")])
+def test_a_bad_port_is_a_one_line_error(name, value):
+    env = app_env(LLM_PROVIDER="offline", **{name: value})
+    result = subprocess.run([START_APP], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert result.stderr.strip() == f"start-app: {name}: {value!r} is not a port number (1 to 65535)"
+
+
+def test_health_answers_while_the_largest_allowed_request_is_served():
+    """No request holds the event loop: parsing, rendering and the offline model's checks run in threads."""
+    from agent_server.request_guard import MAX_INPUT_CHARS, MAX_INPUT_ITEMS
+
+    port = free_port()
+    process = subprocess.Popen(
+        [START_APP, "--port", str(port)],
+        env=app_env(LLM_PROVIDER="offline"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for_health(url, process)
+        text = "x" * (MAX_INPUT_CHARS // MAX_INPUT_ITEMS - 40)  # leaves room for the keys
+        items = [{"role": ("user", "assistant")[i % 2], "content": text} for i in range(MAX_INPUT_ITEMS - 1)]
+        largest = {"input": [*items, {"role": "user", "content": "Hello"}]}
+        results: list[httpx.Response] = []
+
+        def send() -> None:
+            results.append(httpx.post(f"{url}/invocations", json=largest, timeout=120))
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        waits = []
+        while sender.is_alive():
+            started = time.monotonic()
+            assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+            waits.append(time.monotonic() - started)
+            time.sleep(0.05)
+        sender.join()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert results and results[0].status_code == 200, results and results[0].text
+    assert len(waits) >= 3, "the request was over before it could be measured"
+    assert max(waits) < 0.5, f"/health waited {max(waits):.2f} s while the largest request ran"

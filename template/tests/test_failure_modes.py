@@ -1,0 +1,189 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""What a client sees when something goes wrong (README, "Failure modes"): the right status, one
+error shape, and never a 500 for the client's own mistake.
+
+The model's failures come from real servers on loopback ports: one that refuses connections, one
+that never answers, one that rate-limits, and the offline model asked to call tools for ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+import threading
+
+import httpx
+import pytest
+from agents import Agent, ModelSettings, function_tool
+from fastapi.testclient import TestClient
+from starlette.responses import JSONResponse
+from support import ServerThread, free_port
+
+from agent_server import agent, llm, request_guard
+
+HELLO = {"input": [{"role": "user", "content": "Hello"}]}
+
+
+def assert_error(response, status: int, message: str, param: str | None = None) -> None:
+    """The one error shape every failure has: {"error": {message, type, param}, "detail"}."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error", "detail"} and set(body["error"]) == {"message", "type", "param"}, body
+    assert message in body["error"]["message"] and body["detail"] == body["error"]["message"]
+    assert body["error"]["param"] == param
+
+
+# --- the client's own mistakes: 4xx, never 500 ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"input": [{"role": "user", "content": "\\ud800"}]}', "lone surrogate"),
+        (b'{"input": "hi", "custom_inputs": ' + b"[" * 500 + b"]" * 500 + b"}", "nested"),
+        (b'{"input": "hi", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nested"),
+        (b'{"input": "hi", "n": ' + b"9" * 5000 + b"}", "not valid JSON"),
+    ],
+    ids=["lone-surrogate", "nested-500-deep", "nested-5000-deep", "5000-digit-integer"],
+)
+def test_bodies_python_cannot_handle_are_a_400(app_client, raw, message):
+    response = app_client.post("/invocations", content=raw, headers={"content-type": "application/json"})
+    assert_error(response, 400, message)
+
+
+def test_previous_response_id_is_refused_as_the_app_keeps_no_conversations(app_client):
+    response = app_client.post("/invocations", json={**HELLO, "previous_response_id": "resp_123"})
+    assert_error(response, 400, "keeps no conversations", "previous_response_id")
+
+
+def test_too_many_items_or_too_much_text_is_a_413(app_client, monkeypatch):
+    monkeypatch.setattr(request_guard, "MAX_INPUT_ITEMS", 3)
+    monkeypatch.setattr(request_guard, "MAX_INPUT_CHARS", 50)
+    items = {"input": [{"role": "user", "content": "hi"}] * 4}
+    assert_error(app_client.post("/invocations", json=items), 413, "MAX_INPUT_ITEMS=3", "input")
+    long = {"input": [{"role": "user", "content": "x" * 60}]}
+    assert_error(app_client.post("/invocations", json=long), 413, "MAX_INPUT_CHARS=50")
+
+
+def test_a_body_that_is_not_json_is_a_415(app_client):
+    response = app_client.post("/invocations", content=json.dumps(HELLO), headers={"content-type": "text/plain"})
+    assert_error(response, 415, "Content-Type: application/json")
+
+
+@pytest.mark.parametrize("api_mode", ["chat_completions"], indirect=True)
+def test_on_behalf_of_user_without_a_user_token_is_a_401(app_client, monkeypatch, model_log):
+    monkeypatch.setenv("LLM_PROVIDER", "databricks")
+    monkeypatch.setenv("LLM_ON_BEHALF_OF_USER", "true")
+    assert_error(app_client.post("/invocations", json=HELLO), 401, "carries no user token")
+    assert not model_log
+    monkeypatch.setenv("LLM_ON_BEHALF_OF_USER_FALLBACK", "true")
+    assert not llm.needs_user_token(), "the owner may opt in to running such requests as the app"
+
+
+# --- the model's failures: the status that says why ---------------------------------------------
+
+
+def test_model_calls_have_a_bounded_timeout_and_retries():
+    assert llm.call_limits({})["max_retries"] == 2 and llm.call_limits({})["timeout"].read == 120
+    limits = llm.call_limits({"LLM_TIMEOUT_SECONDS": "5", "LLM_MAX_RETRIES": "0"})
+    assert (limits["timeout"].read, limits["max_retries"]) == (5, 0)
+    for bad in ({"LLM_TIMEOUT_SECONDS": "0"}, {"LLM_TIMEOUT_SECONDS": "soon"}, {"LLM_MAX_RETRIES": "-1"}):
+        with pytest.raises(llm.ConfigurationError, match=next(iter(bad))):
+            llm.call_limits(bad)
+
+
+@pytest.fixture
+def openai_provider(monkeypatch):
+    """LLM_PROVIDER=openai at a given URL, with no retries and a 1 s timeout."""
+
+    def use(url: str) -> TestClient:
+        for name, value in {
+            "LLM_PROVIDER": "openai",
+            "LLM_MODEL": "any-model",
+            "LLM_API": "chat_completions",
+            "OPENAI_BASE_URL": f"{url}/v1",
+            "OPENAI_API_KEY": "test-key",
+            "LLM_MAX_RETRIES": "0",
+            "LLM_TIMEOUT_SECONDS": "1",
+        }.items():
+            monkeypatch.setenv(name, value)
+        from agent_server.app import app
+
+        return TestClient(app)
+
+    return use
+
+
+def test_an_unreachable_model_is_a_502(openai_provider):
+    with openai_provider(f"http://127.0.0.1:{free_port()}") as client:  # nothing listens there
+        assert_error(client.post("/invocations", json=HELLO), 502, "The model could not be reached")
+
+
+def test_a_model_that_never_answers_is_a_504(openai_provider):
+    with socket.socket() as listener:  # accepts connections, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        with openai_provider(f"http://127.0.0.1:{listener.getsockname()[1]}") as client:
+            assert_error(client.post("/invocations", json=HELLO), 504, "did not answer in time")
+
+
+def test_a_rate_limited_model_is_a_429_with_its_retry_after(openai_provider):
+    async def rate_limited(scope, receive, send):
+        error = {"error": {"message": "Slow down", "type": "rate_limit_error", "param": None, "code": None}}
+        await JSONResponse(error, status_code=429, headers={"retry-after": "7"})(scope, receive, send)
+
+    with ServerThread(rate_limited) as url, openai_provider(url) as client:
+        response = client.post("/invocations", json=HELLO)
+    assert_error(response, 429, "Slow down")
+    assert response.headers["retry-after"] == "7"
+
+
+def test_a_model_that_keeps_calling_tools_is_a_502_that_says_so(app_client, monkeypatch, model_log):
+    looping = agent.create_agent().clone(model_settings=ModelSettings(tool_choice="required"), reset_tool_choice=False)
+    monkeypatch.setattr("agent_server.handlers.create_agent", lambda: looping)
+    assert_error(app_client.post("/invocations", json=HELLO), 502, "Max turns (10) exceeded")
+    assert len(model_log) == 10
+
+
+# --- availability ------------------------------------------------------------------------------
+
+
+def test_a_stalled_upload_is_a_408(monkeypatch, api_mode):
+    monkeypatch.setattr(request_guard, "BODY_TIMEOUT_SECONDS", 1)
+    from agent_server.app import app
+
+    with ServerThread(app) as url, socket.create_connection(url.removeprefix("http://").split(":")) as sock:
+        port = url.rsplit(":", 1)[1]
+        head = f"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"{head}Content-Length: 1000\r\n\r\n".encode() + b'{"input": ')  # and nothing more
+        sock.settimeout(10)
+        answer = http.client.HTTPResponse(sock)
+        answer.begin()
+        body = json.loads(answer.read())
+    assert answer.status == 408, body
+    assert "did not arrive within 1 s" in body["error"]["message"]
+
+
+def test_a_client_that_hangs_up_stops_its_request(monkeypatch, api_mode, model_log):
+    """A non-streaming request whose client left runs no further tool or model call."""
+    ran: list[str] = []
+
+    async def slow_tool() -> str:
+        ran.append("started")
+        await asyncio.sleep(2)
+        ran.append("finished")
+        return "late"
+
+    tool = function_tool(slow_tool, name_override="get_current_time")
+    slow = Agent(name="slow", instructions="x", model=llm.model(), tools=[tool])
+    monkeypatch.setattr("agent_server.handlers.create_agent", lambda: slow)
+    from agent_server.app import app
+
+    with ServerThread(app) as url:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{url}/invocations", json={"input": "What time is it?"}, timeout=0.5)
+        threading.Event().wait(2.5)
+    assert ran == ["started"], "the tool was cancelled when the client left"
+    assert len(model_log) == 1, "no model call after the client left"

@@ -1,0 +1,56 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""Local traces stay bounded and private (agent_server/trace_store.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import mlflow
+
+from agent_server.trace_store import Limits, preview, prune
+
+LIMITS = Limits(payload_chars=100, max_bytes=3000, max_age_seconds=3600)
+
+
+def fake_trace(store, name: str, size: int, age_seconds: float) -> None:
+    folder = store / "0" / "traces" / name
+    (folder / "artifacts").mkdir(parents=True)
+    (folder / "artifacts" / "traces.json").write_bytes(b"x" * size)
+    stamp = time.time() - age_seconds
+    os.utime(folder, (stamp, stamp))
+
+
+def test_a_short_payload_is_kept_and_a_long_one_previewed():
+    assert preview({"a": "b"}, 100) == {"a": "b"}
+    long = {"input": "x" * 500}
+    kept = preview(long, 100)
+    assert kept["truncated"] and kept["chars"] == len(json.dumps(long)) and len(kept["preview"]) == 100
+
+
+def test_prune_deletes_what_is_too_old_then_the_oldest_until_within_size(tmp_path):
+    fake_trace(tmp_path, "tr-ancient", 10, age_seconds=7200)
+    for age, name in ((400, "tr-old"), (300, "tr-middle"), (200, "tr-new"), (100, "tr-newest")):
+        fake_trace(tmp_path, name, 1000, age_seconds=age)
+    assert prune(tmp_path, LIMITS) == 2
+    assert sorted(path.name for path in (tmp_path / "0" / "traces").iterdir()) == ["tr-middle", "tr-new", "tr-newest"]
+    assert prune(tmp_path, LIMITS) == 0
+
+
+def test_the_store_is_private(app_client):
+    store = Path(os.environ["MLFLOW_TRACKING_URI"].removeprefix("file:"))  # the tests' own store (conftest.py)
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+
+
+def test_a_huge_request_is_traced_as_a_preview(app_client):
+    huge = "y" * 200_000
+    response = app_client.post("/invocations", json={"input": [{"role": "user", "content": huge}]})
+    assert response.status_code == 200, response.text
+    mlflow.flush_trace_async_logging()
+    trace = mlflow.get_trace(mlflow.get_last_active_trace_id())
+    stored = json.dumps(trace.to_dict())
+    assert len(stored) < len(huge), "the trace holds previews, not the request several times over"
+    assert "truncated" in stored and "y" * 1000 in stored, "a preview of the request is kept"
