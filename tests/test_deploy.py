@@ -35,6 +35,7 @@ from deploy_support import (
     app_yaml_env,
     clean_copy,
     fake_workspace,
+    http,
     platform_env,
     reply,
     runtime_uv,
@@ -313,11 +314,13 @@ def test_rehearsal_calls_the_model_on_behalf_of_the_user_when_asked(runtime, tmp
             chat_with_a_tool_turn(url, stream, headers={"x-forwarded-access-token": USER_TOKEN})
         as_user = serving_calls(workspace_log(workspace)[before:])
         middle = len(workspace_log(workspace))
-        Chat(url, stream=False).send("Hello")  # no user token: the app's own service principal
-        as_app = serving_calls(workspace_log(workspace)[middle:])
+        # No user token: refused, never run as the app's own service principal.
+        status, answer = http("POST", f"{url}/invocations", {"input": "Hello"})
+        refused = serving_calls(workspace_log(workspace)[middle:])
     assert [call["token"] for call in as_user] == ["user"] * 8
-    assert [call["token"][:4] for call in as_app] == ["m2m-"]
-    assert {(call["path"], call["status"]) for call in as_user + as_app} == {("/serving-endpoints/responses", 200)}
+    assert {(call["path"], call["status"]) for call in as_user} == {("/serving-endpoints/responses", 200)}
+    assert status == 401 and "no user token" in json.loads(answer)["error"]["message"]
+    assert refused == []
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,8 +33,10 @@ def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
+    agent = with_unique_call_ids(create_agent())
+    upstream_errors.record_input(history, has_instructions=agent.instructions is not None)
     try:
-        result = await Runner.run(with_unique_call_ids(create_agent()), history)
+        result = await Runner.run(agent, history)
     except upstream_errors.MODEL_FAILURES as error:
         upstream_errors.record(error)  # upstream_errors answers with the status that says why, not a 500
         raise

@@ -58,7 +58,15 @@ from typing import Any, Literal
 
 from agent_server.tool_pairs import INTERRUPTED_CALL_OUTPUT, Rendered, pair_calls_with_outputs
 
-__all__ = ["INTERRUPTED_CALL_OUTPUT", "ApiMode", "HistoryError", "json_type", "render_history"]
+__all__ = [
+    "INTERRUPTED_CALL_OUTPUT",
+    "ApiMode",
+    "HistoryError",
+    "Rendered",
+    "json_type",
+    "render_history",
+    "render_with_sources",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +99,11 @@ def render_history(items: Sequence[Any], api: ApiMode = "chat_completions") -> l
     Raises `HistoryError` for an item that cannot be rendered; never anything else
     for a list of JSON values.
     """
+    return [r.item for r in render_with_sources(items, api)]
+
+
+def render_with_sources(items: Sequence[Any], api: ApiMode = "chat_completions") -> list[Rendered]:
+    """`render_history`, each rendered item with the index of the client's item it stands for."""
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
         raise TypeError(f"history must be a list of items, got {type(items).__name__}")
     rendered: list[Rendered] = []

@@ -9,8 +9,8 @@ that every shape `history.py` knows gets through. Its limits (README, "Failure m
 | variable | default | over it |
 |---|---|---|
 | MAX_BODY_BYTES | 16 MiB | 413 |
-| MAX_INPUT_ITEMS | 1000 items in `input` | 413 |
-| MAX_INPUT_CHARS | 1,000,000 characters of text in the whole body | 413 |
+| MAX_INPUT_ITEMS | 500 items in `input` | 413 |
+| MAX_INPUT_CHARS | 4,000,000 characters of text in the whole body (inline images count) | 413 |
 | BODY_TIMEOUT_SECONDS | 30 s to send the body | 408 |
 
 JSON nested deeper than 64 levels, a lone surrogate (`"\\ud800"`) and an integer of more
@@ -31,9 +31,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_server import llm
 from agent_server.errors import error_response
-from agent_server.history import HistoryError, json_type, render_history
+from agent_server.history import HistoryError, json_type, render_with_sources
 
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
+# Where the guard leaves, for upstream_errors.py, the index of the client's item behind each rendered one.
+INPUT_SOURCES = "agent_server.input_sources"
 MAX_JSON_DEPTH = 64
 
 
@@ -43,8 +45,8 @@ def _limit(name: str, default: int) -> int:
 
 
 MAX_BODY_BYTES = _limit("MAX_BODY_BYTES", 16 * 1024 * 1024)
-MAX_INPUT_ITEMS = _limit("MAX_INPUT_ITEMS", 1000)
-MAX_INPUT_CHARS = _limit("MAX_INPUT_CHARS", 1_000_000)
+MAX_INPUT_ITEMS = _limit("MAX_INPUT_ITEMS", 500)  # what an item costs (SDK, MLflow) is what stalls a server
+MAX_INPUT_CHARS = _limit("MAX_INPUT_CHARS", 4_000_000)
 BODY_TIMEOUT_SECONDS = _limit("BODY_TIMEOUT_SECONDS", 30)
 
 
@@ -66,15 +68,16 @@ class RequestGuard:
         try:
             check_user_token(Headers(scope=scope))
             raw = await _read_body(receive)
-            body = await asyncio.to_thread(prepared_body, raw)
+            body, scope[INPUT_SOURCES] = await asyncio.to_thread(prepared_body, raw)
         except BadRequest as error:
             await error_response(error.status, str(error), error.param)(scope, receive, send)
             return
         await _until_disconnect(self.app, scope, body, receive, send)
 
 
-def checked_body(raw: bytes) -> dict[str, Any]:
-    """The request body with its history rendered, or BadRequest saying what is wrong."""
+def checked_body(raw: bytes) -> tuple[dict[str, Any], list[int]]:
+    """The request body with its history rendered, and the client's index of each rendered item;
+    or BadRequest saying what is wrong."""
     body = _parsed(raw)
     if not isinstance(body, dict):
         raise BadRequest(f"The request body must be a JSON object with an 'input' list, not a JSON {json_type(body)}.")
@@ -98,15 +101,17 @@ def checked_body(raw: bytes) -> dict[str, Any]:
             param="previous_response_id",
         )
     try:
-        body["input"] = render_history(items, api=llm.settings().api)
+        rendered = render_with_sources(items, api=llm.settings().api)
     except HistoryError as error:
         raise BadRequest(str(error), param=f"input[{error.index}]") from None
-    return body
+    body["input"] = [r.item for r in rendered]
+    return body, [r.index for r in rendered]
 
 
-def prepared_body(raw: bytes) -> bytes:
-    """The checked and rendered body, serialised again for MLflow (in a worker thread)."""
-    return json.dumps(checked_body(raw)).encode()
+def prepared_body(raw: bytes) -> tuple[bytes, list[int]]:
+    """The checked and rendered body, serialised again for MLflow (in a worker thread), and its sources."""
+    body, sources = checked_body(raw)
+    return json.dumps(body).encode(), sources
 
 
 def check_user_token(headers: Headers) -> None:

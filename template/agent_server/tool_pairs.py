@@ -77,11 +77,12 @@ class _OutputSlot:
     call: _Call
 
 
-def pair_calls_with_outputs(rendered: list[Rendered]) -> list[dict[str, Any]]:
-    """The items in order, each call followed (after its run of calls) by its one output."""
+def pair_calls_with_outputs(rendered: list[Rendered]) -> list[Rendered]:
+    """The items in order, each call followed (after its run of calls) by its one output, each with the
+    index of the client's item it stands for."""
     fresh = _FreshIds({r.item["call_id"] for r in rendered if r.item.get("type") == "function_call"})
     calls_by_id: dict[str, list[_Call]] = {}
-    sequence: list[_Call | _OutputSlot | _Orphan | dict[str, Any]] = []
+    sequence: list[_Call | _OutputSlot | _Orphan | Rendered] = []
     for r in rendered:
         kind = r.item.get("type")
         if kind == "function_call":
@@ -102,19 +103,19 @@ def pair_calls_with_outputs(rendered: list[Rendered]) -> list[dict[str, Any]]:
                     sequence.append(_OutputSlot(call))
                 call.outputs.append((r.index, r.item))
         else:
-            sequence.append(r.item)
+            sequence.append(r)
     return _in_order(sequence)
 
 
-def _in_order(sequence: list[_Call | _OutputSlot | _Orphan | dict[str, Any]]) -> list[dict[str, Any]]:
+def _in_order(sequence: list[_Call | _OutputSlot | _Orphan | Rendered]) -> list[Rendered]:
     """Calls where they stood; a run of calls answered, in call order, once all its outputs came (or before
     the next message, at the latest)."""
-    paired: list[dict[str, Any]] = []
+    paired: list[Rendered] = []
     pending: list[_Call] = []
     arrived: list[_Call] = []
     for entry in sequence:
         if isinstance(entry, _Call):
-            paired.append(entry.item)
+            paired.append(Rendered(entry.index, entry.item))
             pending.append(entry)
             continue
         if isinstance(entry, _OutputSlot):
@@ -129,23 +130,25 @@ def _in_order(sequence: list[_Call | _OutputSlot | _Orphan | dict[str, Any]]) ->
         pending, arrived = [], []
         if isinstance(entry, _Orphan):
             logger.info("history: input[%d] answers no earlier tool call; sent as a user message", entry.index)
-            paired.append(orphan_output_message(entry.item["call_id"], entry.item["output"]))
-        elif isinstance(entry, dict):
+            paired.append(Rendered(entry.index, orphan_output_message(entry.item["call_id"], entry.item["output"])))
+        elif isinstance(entry, Rendered):
             paired.append(entry)
     paired.extend(_answer(call) for call in pending)
     return paired
 
 
-def _answer(call: _Call) -> dict[str, Any]:
+def _answer(call: _Call) -> Rendered:
     call_id = call.item["call_id"]
     if not call.outputs:
         logger.info("history: input[%d], tool call %r, has no output; marked interrupted", call.index, call_id)
-        return {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_CALL_OUTPUT}
+        return Rendered(
+            call.index, {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_CALL_OUTPUT}
+        )
     index, output = _chosen(call)
     for other, _ in call.outputs:
         if other != index:
             logger.info("history: input[%d] is another output for tool call %r; kept input[%d]", other, call_id, index)
-    return {**output, "call_id": call_id}
+    return Rendered(index, {**output, "call_id": call_id})
 
 
 def _chosen(call: _Call) -> tuple[int, dict[str, Any]]:

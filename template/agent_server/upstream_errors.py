@@ -15,20 +15,25 @@ that 500 (README, "Failure modes"):
 | kept calling tools past the agent's max_turns | 502 | no |
 
 A streamed response has sent its 200 before the model is called, so there the failure is
-an `error` event in the stream instead.
+an `error` event in the stream instead. A `param` the model names (`input[5]`, or in
+chat-completions mode `messages.[6]`) is turned into the index of the client's own item.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextvars
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 from agents.exceptions import MaxTurnsExceeded
+from agents.models.chatcmpl_converter import Converter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_server.errors import error_response
+from agent_server.request_guard import INPUT_SOURCES
 
 # Statuses passed on as they are; any other 4xx is the client's request (400), anything else is ours (502).
 PASSED_ON = frozenset({429})
@@ -39,6 +44,8 @@ MODEL_FAILURES = (openai.APIError, MaxTurnsExceeded)
 @dataclass
 class UpstreamFailure:
     error: BaseException | None = None
+    model_input: list[Any] | None = None  # the items the agent ran on
+    system_messages: int = 0  # messages the SDK puts before them in chat-completions mode
 
 
 _current: contextvars.ContextVar[UpstreamFailure | None] = contextvars.ContextVar("upstream_failure", default=None)
@@ -49,6 +56,48 @@ def record(error: BaseException) -> None:
     failure = _current.get()
     if failure is not None:
         failure.error = error
+
+
+def record_input(items: list[Any], has_instructions: bool) -> None:
+    """Called by a handler with the items it runs the agent on, to map the model's `param` back."""
+    failure = _current.get()
+    if failure is not None:
+        failure.model_input, failure.system_messages = items, int(has_instructions)
+
+
+def client_param(param: str | None, sources: list[int] | None, failure: UpstreamFailure) -> str | None:
+    """The model's `param` for one of the items the agent ran on, as the index of the client's item."""
+    items = failure.model_input
+    match = re.fullmatch(r"(input|messages)\.?\[(\d+)\](.*)", param or "")
+    if match is None or sources is None or items is None or len(items) != len(sources):
+        return param  # not about an item, or the owner's customize_history changed the items
+    key, number, rest = match.group(1), int(match.group(2)), match.group(3)
+    item = number if key == "input" else _item_of_message(items, number - failure.system_messages)
+    if item is None or not 0 <= item < len(sources):
+        return param
+    return f"input[{sources[item]}]{rest}"
+
+
+def _item_of_message(items: list[Any], message: int) -> int | None:
+    """The first item that the SDK's chat-completions converter turns into message number `message`."""
+    if message < 0:
+        return None  # the agent's instructions
+    counts = _LazyMessageCounts(items)
+    item = bisect.bisect_right(counts, message)
+    return item if item < len(items) else None
+
+
+class _LazyMessageCounts:
+    """counts[k]: how many messages items[: k + 1] convert to (non-decreasing, so it can be bisected)."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, k: int) -> int:
+        return len(Converter.items_to_messages(self.items[: k + 1]))
 
 
 def status_and_message(error: BaseException) -> tuple[int, str, str | None, dict[str, str]]:
@@ -88,10 +137,10 @@ class UpstreamErrors:
             return
         failure = UpstreamFailure()
         _current.set(failure)
-        await self.app(scope, receive, _replacing_500(failure, send))
+        await self.app(scope, receive, _replacing_500(failure, scope.get(INPUT_SOURCES), send))
 
 
-def _replacing_500(failure: UpstreamFailure, send: Send) -> Send:
+def _replacing_500(failure: UpstreamFailure, sources: list[int] | None, send: Send) -> Send:
     replacing = False
 
     async def guarded_send(message: Message) -> None:
@@ -102,7 +151,7 @@ def _replacing_500(failure: UpstreamFailure, send: Send) -> Send:
             await send(message)
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             status, text, param, headers = status_and_message(failure.error)
-            response = error_response(status, text, param, headers)
+            response = error_response(status, text, client_param(param, sources, failure), headers)
             await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
             await send({"type": "http.response.body", "body": response.body})
 

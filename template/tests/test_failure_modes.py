@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from starlette.responses import JSONResponse
 from support import ServerThread, free_port
 
-from agent_server import agent, llm, request_guard
+from agent_server import agent, llm, request_guard, upstream_errors
 
 HELLO = {"input": [{"role": "user", "content": "Hello"}]}
 
@@ -114,6 +114,42 @@ def openai_provider(monkeypatch):
         return TestClient(app)
 
     return use
+
+
+@pytest.mark.parametrize("api_mode", ["responses"], indirect=True)
+def test_input_the_model_rejects_is_a_400_that_names_the_clients_item(app_client, model_log):
+    # The part passes the render (its extra key is kept for the model to judge), and the model rejects it.
+    # The reasoning item before it is not replayed, so the model's input[0] is the client's input[1].
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto", "zoom": 2}
+    reasoning = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "hmm"}]}
+    response = app_client.post("/invocations", json={"input": [reasoning, {"role": "user", "content": [image]}]})
+    assert_error(response, 400, "Unknown parameter: 'input[0].content[0].zoom'", "input[1].content[0].zoom")
+    assert [entry["status"] for entry in model_log] == [400]
+    model_log.clear()  # the 400 was the point of this test
+
+
+def test_a_chat_message_index_maps_to_the_item_it_came_from():
+    def call(call_id: str) -> dict:
+        return {"type": "function_call", "call_id": call_id, "name": "f", "arguments": "{}"}
+
+    items = [
+        {"role": "user", "content": "hi"},
+        call("a"),
+        call("b"),
+        {"type": "function_call_output", "call_id": "a", "output": "1"},
+        {"type": "function_call_output", "call_id": "b", "output": "2"},
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "thanks"},
+    ]
+    failure = upstream_errors.UpstreamFailure(model_input=items, system_messages=1)
+    sources = [10, 11, 12, 13, 14, 15, 16]  # the client's indexes of those items
+    # messages: system, user, assistant with both calls, tool, tool, assistant, user
+    expected = {"messages.[1].content": "input[10].content", "messages.[2].role": "input[11].role"}
+    expected |= {"messages.[4].content": "input[14].content", "messages.[6]": "input[16]"}
+    for param, client in expected.items():
+        assert upstream_errors.client_param(param, sources, failure) == client
+    assert upstream_errors.client_param("messages.[0].content", sources, failure) == "messages.[0].content"
+    assert upstream_errors.client_param("model", sources, failure) == "model"
 
 
 def test_an_unreachable_model_is_a_502(openai_provider):
