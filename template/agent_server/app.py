@@ -1,7 +1,8 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """The ASGI app: MLflow's AgentServer behind three small middlewares, and a chat page at /.
 
-A request meets, in order: BrowserGuard (no driving the agent from other web pages),
+A request meets, in order: OneErrorShape (every error in one shape), BrowserGuard (no driving
+the agent from other web pages),
 RequestGuard (parse, check, render), UpstreamErrors (the model's failures get the right
 status), then MLflow's server and the handlers.
 """
@@ -16,6 +17,7 @@ from mlflow.genai.agent_server import AgentServer
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
 from agent_server import tracing
 from agent_server.browser_guard import BrowserGuard
+from agent_server.errors import OneErrorShape
 from agent_server.request_guard import RequestGuard
 from agent_server.upstream_errors import UpstreamErrors
 
@@ -28,6 +30,7 @@ app = agent_server.app
 app.add_middleware(UpstreamErrors)
 app.add_middleware(RequestGuard)
 app.add_middleware(BrowserGuard)
+app.add_middleware(OneErrorShape)
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

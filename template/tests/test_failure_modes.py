@@ -53,6 +53,20 @@ def test_bodies_python_cannot_handle_are_a_400(app_client, raw, message):
     assert_error(response, 400, message)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("POST", "/invocations", {"input": "hi", "context": "not an object"}, 400),  # MLflow's request model
+        ("GET", "/no-such-page", None, 404),
+        ("PUT", "/invocations", {}, 405),
+    ],
+    ids=["mlflow-validation", "not-found", "wrong-method"],
+)
+def test_errors_from_mlflow_and_fastapi_have_the_one_shape_too(app_client, method, path, body, status):
+    response = app_client.request(method, path, json=body)
+    assert_error(response, status, "")
+
+
 def test_previous_response_id_is_refused_as_the_app_keeps_no_conversations(app_client):
     response = app_client.post("/invocations", json={**HELLO, "previous_response_id": "resp_123"})
     assert_error(response, 400, "keeps no conversations", "previous_response_id")
