@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 import uvicorn
-from agent_server.offline_model import create_offline_app
+from agent_server.offline import create_offline_app
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 

@@ -4,7 +4,7 @@
 offline model, after a warm-up of 50. Every turn must be a 200 that answers its own conversation
 (each carries a unique marker, and each reply must name its own turn counts and prompt: no
 cross-talk), and the server's resident memory may grow by less than 5% from after the warm-up to
-the end. The figures are printed (run with -s to see them).
+the end. The figures are printed at the end of the run.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ async def run_conversations(url: str, first: int, count: int, failures: list[str
 
 
 @pytest.mark.xdist_group("soak")
-def test_concurrent_conversations_answer_without_errors_cross_talk_or_growing_memory(renders, capsys):
+def test_concurrent_conversations_answer_without_errors_cross_talk_or_growing_memory(renders, record_property):
     app = renders["defaults"]
     uv("sync", "--locked", "--no-config", cwd=app)
     port, log = free_port(), app / "soak.log"
@@ -97,11 +97,13 @@ def test_concurrent_conversations_answer_without_errors_cross_talk_or_growing_me
         server.wait(timeout=30)
     requests = CONVERSATIONS * TURNS
     growth = (after - before) / before
-    with capsys.disabled():  # the figures belong in the CI log
-        print(
-            f"\nsoak: {requests} requests ({CONVERSATIONS} conversations x {TURNS} turns, {CONCURRENCY} at a time) "
+    record_property(  # printed at the end of the run (conftest.py)
+        "figures",
+        (
+            f"soak: {requests} requests ({CONVERSATIONS} conversations x {TURNS} turns, {CONCURRENCY} at a time) "
             f"in {seconds:.1f} s ({requests / seconds:.0f} req/s); {len(failures)} failures; "
             f"RSS {before / 2**20:.0f} MiB -> {after / 2**20:.0f} MiB ({growth:+.1%})"
-        )
+        ),
+    )
     assert not failures, failures[:5]
     assert growth < 0.05, f"RSS grew {growth:.1%}"

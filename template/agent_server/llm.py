@@ -127,7 +127,7 @@ def _model(current: LLMSettings) -> Model:
 @functools.lru_cache(maxsize=4)
 def _client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
     if provider == "offline":
-        from agent_server.offline_model import offline_client
+        from agent_server.offline import offline_client
 
         refuse_offline_when_deployed(os.environ)  # also when the app is served without start-app
         return offline_client(offline_app())
@@ -177,7 +177,7 @@ def needs_user_token() -> bool:
 @functools.lru_cache(maxsize=1)
 def offline_app() -> Any:
     """The one in-process offline model this process talks to (tests read its request log)."""
-    from agent_server.offline_model import create_offline_app
+    from agent_server.offline import create_offline_app
 
     return create_offline_app()
 

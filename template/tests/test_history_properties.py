@@ -28,7 +28,7 @@ from openai.types.responses import ResponseInputItemParam
 from pydantic import TypeAdapter
 
 from agent_server.history import INTERRUPTED_CALL_OUTPUT, HistoryError, render_history
-from agent_server.strict_openai import validate_schema
+from agent_server.offline.validation import validate_schema
 
 API_MODES = ["chat_completions", "responses"]
 RESPONSES_ITEMS = TypeAdapter(list[ResponseInputItemParam])

@@ -24,7 +24,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from agent_server.offline_model import create_offline_app, offline_client
+from agent_server.offline import create_offline_app, offline_client
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -320,7 +320,7 @@ def test_request_log_records_every_request() -> None:
 
 def test_request_log_keeps_only_the_newest_requests(monkeypatch) -> None:
     """Bounded, so a long-running demo does not grow without end."""
-    monkeypatch.setattr("agent_server.offline_model.REQUEST_LOG_SIZE", 3)
+    monkeypatch.setattr("agent_server.offline.server.REQUEST_LOG_SIZE", 3)
     app = create_offline_app()
     for text in ("one", "two", "three", "four"):
         post(CHAT, chat_messages({"role": "user", "content": text}), app)
@@ -591,7 +591,7 @@ def test_malformed_bodies_are_400s_not_500s(body: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Over HTTP, as `python -m agent_server.offline_model --port N`
+# Over HTTP, as `python -m agent_server.offline --port N`
 # --------------------------------------------------------------------------------------------
 
 
@@ -600,7 +600,7 @@ def test_main_serves_the_model_over_http() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "agent_server.offline_model", "--port", str(port)],
+        [sys.executable, "-m", "agent_server.offline", "--port", str(port)],
         cwd=Path(__file__).resolve().parents[1],
     )
     try:

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from support import Chat, ServerThread, reply_text
 
-from agent_server.offline_model import create_offline_app
+from agent_server.offline import create_offline_app
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])

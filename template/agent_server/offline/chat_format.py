@@ -1,0 +1,85 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""The Chat Completions wire format of an answer: a completion, or the chunks of a stream."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from agent_server.offline.replies import Answer, split_for_stream
+
+
+def chat_completion(body: dict[str, Any], said: Answer) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None, "annotations": []}
+    if not said.tool_calls:
+        message["content"] = said.text
+    else:
+        message["tool_calls"] = [
+            {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in said.tool_calls
+        ]
+    return {
+        "id": f"chatcmpl-{said.digest}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body["model"],
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(said)}],
+        "usage": chat_usage(said),
+        "service_tier": "default",
+        "system_fingerprint": None,
+    }
+
+
+def chat_usage(said: Answer) -> dict[str, Any]:
+    return {
+        "prompt_tokens": said.input_tokens,
+        "completion_tokens": said.output_tokens,
+        "total_tokens": said.input_tokens + said.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+def _finish_reason(said: Answer) -> str:
+    return "tool_calls" if said.tool_calls else "stop"
+
+
+def chat_chunks(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
+    """The chunks of a streamed chat completion: role, deltas, finish reason, then usage if asked."""
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        data = {
+            "id": f"chatcmpl-{said.digest}",
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": body["model"],
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        }
+        return {**data, "usage": None} if include_usage else data  # as the API does when usage is asked for
+
+    yield chunk({"role": "assistant", "content": "", "refusal": None})
+    if not said.tool_calls:
+        for piece in split_for_stream(said.text):
+            yield chunk({"content": piece})
+    for index, call in enumerate(said.tool_calls):
+        announce = {
+            "index": index,
+            "id": call.call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        yield chunk({"tool_calls": [announce]})
+        for piece in split_for_stream(call.arguments):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, _finish_reason(said))
+    if include_usage:
+        yield {**chunk({}), "choices": [], "usage": chat_usage(said)}

@@ -1,0 +1,155 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""What the offline model says: computed from the conversation, so it is deterministic."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+CALL_ID_STYLES = ("unique", "reuse", "empty")
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str  # "user", "assistant" or "tool"
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the model says (text, or tool calls) and the numbers its wire formats report."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    digest: str  # ids derive from it, so a replayed request gets the same ids
+    input_tokens: int
+    output_tokens: int
+
+
+def chat_answer(body: dict[str, Any]) -> Answer:
+    tools = [tool["function"]["name"] for tool in _offered_function_tools(body)]
+    return answer(body["messages"], chat_turns(body["messages"]), tools, body.get("tool_choice") == "required")
+
+
+def responses_answer(body: dict[str, Any]) -> Answer:
+    tools = [tool["name"] for tool in _offered_function_tools(body)]
+    return answer(body["input"], responses_turns(body["input"]), tools, body.get("tool_choice") == "required")
+
+
+def _offered_function_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
+    if body.get("tool_choice") == "none":  # the caller forbade tool calls for this turn
+        return []
+    return [tool for tool in body.get("tools") or [] if tool["type"] == "function"]
+
+
+def chat_turns(messages: list[dict[str, Any]]) -> list[Turn]:
+    """User, assistant-with-text and tool turns of a chat; system and tool-call-only turns don't count."""
+    turns = []
+    for message in messages:
+        role, text = message["role"], _content_text(message.get("content"))
+        if role in ("user", "tool") or (role == "assistant" and text):
+            turns.append(Turn(role, text))
+    return turns
+
+
+def responses_turns(items: str | list[dict[str, Any]]) -> list[Turn]:
+    """The same turns as `chat_turns`, read from Responses input items."""
+    if isinstance(items, str):
+        return [Turn("user", items)]
+    turns = []
+    for item in items:
+        kind, role = item.get("type", "message"), item.get("role")
+        if kind == "message" and role in ("user", "assistant"):
+            text = _content_text(item["content"])
+            if role == "user" or text:
+                turns.append(Turn(role, text))
+        elif kind == "function_call_output":
+            turns.append(Turn("tool", _content_text(item["output"])))
+    return turns
+
+
+def _content_text(content: Any) -> str:
+    """A string content as is; a list of parts as its text parts joined with newlines."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(part["text"] for part in content if isinstance(part.get("text"), str))
+    return ""
+
+
+def answer(history: Any, turns: list[Turn], tool_names: list[str], tool_required: bool = False) -> Answer:
+    """Call a tool the latest user turn asks for (or the first one, when a tool call is required),
+    or describe the conversation."""
+    digest = request_digest(history)
+    last_user = max((i for i, turn in enumerate(turns) if turn.role == "user"), default=-1)
+    latest_user_text = turns[last_user].text if last_user >= 0 else ""
+    tool_outputs = [turn.text for turn in turns[last_user + 1 :] if turn.role == "tool"]
+    tool = None if tool_outputs else requested_tool(latest_user_text, tool_names)
+    if tool_required and tool_names:  # as the real API does with tool_choice="required"
+        tool = tool or tool_names[0]
+
+    text, tool_calls = "", ()
+    if tool is not None:
+        count = 2 if re.search(r"\btwice\b", latest_user_text.lower()) else 1
+        tool_calls = tuple(ToolCall(call_id=_call_id(digest, n), name=tool, arguments="{}") for n in range(count))
+    else:
+        counts = {role: sum(turn.role == role for turn in turns) for role in ("user", "assistant", "tool")}
+        text = (
+            f"Offline model: I saw {counts['user']} user, {counts['assistant']} assistant and {counts['tool']} "
+            f"tool turns. You said: {latest_user_text}"
+        )
+        if tool_outputs:
+            text = f"The tool returned: {tool_outputs[-1]}. {text}"
+    spoken = text + "".join(call.name + call.arguments for call in tool_calls)
+    return Answer(text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken))
+
+
+def _call_id(digest: str, number: int) -> str:
+    return f"call_{digest}" if number == 0 else f"call_{digest}_{number}"
+
+
+def with_call_ids(said: Answer, style: str) -> Answer:
+    """The answer as a model server with the given call id style would send it."""
+    if style == "unique":
+        return said
+    fixed = "call_0" if style == "reuse" else ""
+    calls = tuple(dataclasses.replace(call, call_id=fixed) for call in said.tool_calls)
+    return dataclasses.replace(said, tool_calls=calls)
+
+
+def requested_tool(user_text: str, tool_names: list[str]) -> str | None:
+    lowered = user_text.lower()
+    for name in tool_names:
+        if name.lower() in lowered:
+            return name
+    if "get_current_time" in tool_names and re.search(r"\btime\b", lowered):
+        return "get_current_time"
+    return None
+
+
+def request_digest(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
+
+
+def token_count(text: str) -> int:
+    return max(1, len(text) // 4)  # the usual four-characters-a-token estimate
+
+
+def split_for_stream(text: str) -> list[str]:
+    """At least two deltas (when the text has two characters), as a real stream would send."""
+    pieces = re.findall(r"\S+\s*|\s+", text)
+    if len(pieces) < 2 and len(text) >= 2:
+        pieces = [text[: len(text) // 2], text[len(text) // 2 :]]
+    return pieces or [text]

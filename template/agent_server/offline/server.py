@@ -1,0 +1,149 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""The offline model as an ASGI app (`create_offline_app`), an in-process client for it
+(`offline_client`), and a CLI to serve it over HTTP (`python -m agent_server.offline`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import httpx
+import openai
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from agent_server.offline.chat_format import chat_chunks, chat_completion
+from agent_server.offline.replies import CALL_ID_STYLES, Answer, chat_answer, responses_answer, with_call_ids
+from agent_server.offline.responses_format import response_completed, response_events
+from agent_server.offline.validation import (
+    ApiError,
+    check_chat_semantics,
+    check_content_part_types,
+    check_responses_semantics,
+    describe,
+    validate_schema,
+)
+
+BASE_URL = "http://offline-model/v1"
+API_KEY = "offline"
+CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+REQUEST_LOG_SIZE = 1000  # the newest requests, for tests to read; older ones are forgotten
+
+logger = logging.getLogger(__name__)
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise ApiError(
+            "We could not parse the JSON body of your request. The OpenAI API expects a JSON payload, "
+            "but what was sent was not valid JSON.",
+            None,
+        ) from None
+    if not isinstance(body, dict):
+        raise ApiError(f"Invalid type for 'body': expected an object, but got {describe(body)} instead.", None)
+    return body
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json would accept NaN and Infinity
+
+
+def sse(events: Iterable[dict[str, Any]], named: bool) -> Iterator[str]:
+    """Server-sent events; the Responses API names each event, Chat Completions ends with [DONE]."""
+    for event in events:
+        prefix = f"event: {event['type']}\n" if named else ""
+        yield f"{prefix}data: {json.dumps(event)}\n\n"
+    if not named:
+        yield "data: [DONE]\n\n"
+
+
+def create_offline_app(call_ids: str | None = None) -> FastAPI:
+    """The offline model as an ASGI app; `app.state.request_log` records the newest REQUEST_LOG_SIZE requests.
+
+    `call_ids` is the tool call id style (see the module docstring); OFFLINE_MODEL_CALL_IDS by
+    default. Tests may change `app.state.call_ids` between requests.
+    """
+    style = call_ids or os.environ.get("OFFLINE_MODEL_CALL_IDS") or "unique"
+    if style not in CALL_ID_STYLES:
+        raise ValueError(f"OFFLINE_MODEL_CALL_IDS={style!r} is not one of {', '.join(CALL_ID_STYLES)}")
+    app = FastAPI(title="Offline model", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.request_log = collections.deque(maxlen=REQUEST_LOG_SIZE)
+    app.state.call_ids = style
+
+    async def handle(request: Request, api: str) -> Response:
+        # Validating a long history is CPU work: in a worker thread, so the app it serves stays responsive.
+        return await asyncio.to_thread(answer_request, request.url.path, await request.body(), api)
+
+    def answer_request(path: str, raw: bytes, api: str) -> Response:
+        body: dict[str, Any] = {}
+        try:
+            body = parse_body(raw)
+            if api == "responses":
+                check_content_part_types(body)
+            validate_schema(api, body)
+            if api == "chat":
+                check_chat_semantics(body)
+                response = _chat_response(body, with_call_ids(chat_answer(body), app.state.call_ids))
+            else:
+                check_responses_semantics(body)
+                response = _responses_response(body, with_call_ids(responses_answer(body), app.state.call_ids))
+        except ApiError as exc:
+            logger.warning("offline model: %d for %s: %s", exc.status, path, exc.body["message"])
+            app.state.request_log.append({"path": path, "status": exc.status, "error": exc.body, "body": body})
+            return JSONResponse({"error": exc.body}, status_code=exc.status)
+        app.state.request_log.append({"path": path, "status": 200, "error": None, "body": body})
+        return response
+
+    @app.post(CHAT_PATH)
+    async def chat_completions(request: Request) -> Response:
+        return await handle(request, "chat")
+
+    @app.post(RESPONSES_PATH)
+    async def responses(request: Request) -> Response:
+        return await handle(request, "responses")
+
+    return app
+
+
+# Streams are built in full before the 200 goes out, so a failure can never hide mid-stream.
+def _chat_response(body: dict[str, Any], said: Answer) -> Response:
+    if body.get("stream"):
+        return StreamingResponse(sse(list(chat_chunks(body, said)), named=False), media_type="text/event-stream")
+    return JSONResponse(chat_completion(body, said))
+
+
+def _responses_response(body: dict[str, Any], said: Answer) -> Response:
+    if body.get("stream"):
+        return StreamingResponse(sse(list(response_events(body, said)), named=True), media_type="text/event-stream")
+    return JSONResponse(response_completed(body, said))
+
+
+def offline_client(app: FastAPI | None = None) -> openai.AsyncOpenAI:
+    """An AsyncOpenAI that talks to the offline model in process (a new app unless one is given)."""
+    transport = httpx.ASGITransport(app=app if app is not None else create_offline_app())
+    return openai.AsyncOpenAI(
+        base_url=BASE_URL,
+        api_key=API_KEY,
+        max_retries=0,
+        http_client=httpx.AsyncClient(transport=transport, base_url=BASE_URL),
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the offline model over HTTP, for apps configured with OPENAI_BASE_URL."""
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="Serve the offline model at http://HOST:PORT/v1.")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    uvicorn.run(create_offline_app(), host=args.host, port=args.port, log_level="warning")
