@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from agent_server import llm
 
-API_MODES = ["chat_completions", "responses"]
+API_MODES = list(llm.API_MODES)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -21,10 +21,10 @@ from agents.models.chatcmpl_converter import Converter
 from history_catalogue import SHAPES, SHAPES_BY_NAME, Shape, markdown
 from support import post
 
-from agent_server import agent
+from agent_server import agent, llm
 from agent_server.history import HistoryError, render_history
 
-API_MODES = ["chat_completions", "responses"]
+API_MODES = list(llm.API_MODES)
 NEXT = {"role": "user", "content": "And now?"}
 DOC = Path(__file__).resolve().parent.parent / "docs" / "history-shapes.md"
 

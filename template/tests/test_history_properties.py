@@ -27,10 +27,11 @@ from openai.types.chat import ChatCompletionMessageParam
 from openai.types.responses import ResponseInputItemParam
 from pydantic import TypeAdapter
 
+from agent_server import llm
 from agent_server.history import INTERRUPTED_CALL_OUTPUT, HistoryError, render_history
 from agent_server.offline.validation import validate_schema
 
-API_MODES = ["chat_completions", "responses"]
+API_MODES = list(llm.API_MODES)
 RESPONSES_ITEMS = TypeAdapter(list[ResponseInputItemParam])
 CHAT_MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
 

@@ -19,7 +19,6 @@ from agent_server.history import render_history
 from agent_server.tool_pairs import output_bound_call_id
 
 REPAIRS = [shape for shape in SHAPES if shape.group == "Repairs"]
-API_MODES = ["chat_completions", "responses"]
 
 
 @pytest.mark.parametrize("shape", REPAIRS, ids=lambda shape: shape.name)
