@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from agents import Runner
 from agents.models.chatcmpl_converter import Converter
-from history_catalogue import SHAPES, SHAPES_BY_NAME, Shape, markdown
+from history_catalogue import SHAPES, SHAPES_BY_NAME, Shape
+from history_shapes_doc import markdown
 from support import post
 
 from agent_server import agent, llm
@@ -97,7 +98,7 @@ def test_shape_through_the_server(app_client, api_mode, model_log, shape, stream
 
 def test_docs_match_the_catalogue():
     assert DOC.read_text() == markdown(), (
-        "regenerate: uv run python tests/history_catalogue.py > docs/history-shapes.md"
+        "regenerate: uv run python tests/history_shapes_doc.py > docs/history-shapes.md"
     )
 
 
