@@ -1,12 +1,10 @@
-"""Deploying a generated app: to Databricks Apps with the bundle, or to any host with the Dockerfile.
+"""Deploying a generated app, rehearsed offline: what the Databricks Apps runtime does, and the Dockerfile.
 
-- Schema: every render's databricks.yml reads cleanly into the official databricks-bundles models,
-  and a broken one does not.
-- app.yaml: a command list and env entries, the same as the bundle's app config.
-- Rehearsal: what the Apps runtime does, offline: `uv sync --locked` with the runtime's uv, then
-  app.yaml's command with the platform's environment, against a fake workspace on loopback that
-  serves OAuth M2M and the serving endpoints (tests/fake_workspace.py).
+- Rehearsal: `uv sync --locked` with the runtime's uv, then app.yaml's command with the platform's
+  environment, against a fake workspace on loopback that serves OAuth M2M and the serving endpoints
+  (tests/fake_workspace.py).
 - The Dockerfile: lint, then its install and start steps run as plain commands in a clean folder.
+(tests/test_bundle.py checks the files the platform reads.)
 """
 
 from __future__ import annotations
@@ -21,8 +19,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-import yaml
-from bundle_schema import BundleError, app_config, load, validate
 from deploy_support import (
     EXPERIMENT_ID,
     RUNTIME_UV_VERSION,
@@ -42,140 +38,8 @@ from deploy_support import (
     sync_env,
     workspace_log,
 )
-from renders import MATRIX, clean_env, render, run
+from renders import clean_env, run
 from servers import free_port
-
-ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
-
-
-# --------------------------------------------------------------------------------------------
-# Schema: databricks.yml
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", MATRIX)
-def test_databricks_yml_reads_into_the_official_bundle_models(renders, name):
-    app = renders[name]
-    answers = yaml.safe_load((app / ".copier-answers.yml").read_text())
-    targets = validate((app / "databricks.yml").read_text())
-    assert set(targets) == {"dev", "prod"}
-    assert targets["prod"]["apps"]["agent"].name == answers["app_name"]
-    assert targets["dev"]["apps"]["agent"].name.endswith("-dev")
-    for target in targets.values():
-        agent = target["apps"]["agent"]
-        [experiment] = [resource.experiment for resource in agent.resources if resource.experiment]
-        assert experiment.experiment_id.path == "resources.experiments.traces.id"  # the bundle's own experiment
-        assert experiment.permission.value == "CAN_EDIT"  # the app's service principal writes traces
-        assert agent.source_code_path == "."
-        if answers["llm_provider"] == "openai":
-            [secret] = [resource.secret for resource in agent.resources if resource.secret]
-            assert (secret.key, secret.permission.value) == ("openai-api-key", "READ")
-        else:
-            [endpoint] = [resource.serving_endpoint for resource in agent.resources if resource.serving_endpoint]
-            assert endpoint.permission.value == "CAN_QUERY"
-
-
-BROKEN = {
-    "misspelt key": ("source_code_path: .", "source_code_pth: ."),
-    "unknown permission level": ("permission: CAN_EDIT", "permission: CAN_WRITE"),
-    "unknown app permission level": (
-        "      # permissions:\n      #   - level: CAN_USE\n      #     group_name: users",
-        "      permissions:\n        - level: CAN_VIEW\n          group_name: users",
-    ),
-    "misspelt target key": ("default: true", "defualt: true"),
-    "unknown mode": ("mode: production", "mode: prod"),
-    "reference to nothing": ("${resources.experiments.traces.id}", "${resources.experiments.trace.id}"),
-    "invalid app name": ("      name: my-agent\n", "      name: My_Agent\n"),
-}
-
-
-@pytest.mark.parametrize("change", BROKEN, ids=list(BROKEN))
-def test_a_broken_databricks_yml_is_refused(renders, change):
-    text = (renders["defaults"] / "databricks.yml").read_text()
-    old, new = BROKEN[change]
-    assert text.count(old) == 1, f"the test's anchor {old!r} is not in databricks.yml once"
-    with pytest.raises(BundleError):
-        validate(text.replace(old, new))
-
-
-def test_the_schema_check_accepts_an_added_permission(renders):
-    """The negative cases above fail for what they break, not for touching the file."""
-    text = (renders["defaults"] / "databricks.yml").read_text()
-    old, new = BROKEN["unknown app permission level"]
-    validate(text.replace(old, new.replace("CAN_VIEW", "CAN_USE")))
-
-
-@pytest.mark.parametrize("app_name", ["a-thirty-character-agent-name1", "abcdefghijklmnopqrstuvwxy-z12"])
-def test_the_dev_copy_of_a_long_app_name_is_still_a_valid_app_name(tmp_path, app_name):
-    """App names are at most 30 characters, and development mode does not prefix them: dev gets '-dev'."""
-    targets = validate((render(tmp_path / "app", {"app_name": app_name}) / "databricks.yml").read_text())
-    assert targets["prod"]["apps"]["agent"].name == app_name
-    dev = targets["dev"]["apps"]["agent"].name
-    assert dev.endswith("-dev") and len(dev) <= 30 and dev != app_name
-
-
-# --------------------------------------------------------------------------------------------
-# app.yaml
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", MATRIX)
-def test_app_yaml_is_what_the_runtime_reads_and_agrees_with_the_bundle(renders, name):
-    app = renders[name]
-    app_yaml = yaml.safe_load((app / "app.yaml").read_text())
-    assert set(app_yaml) == {"command", "env"}
-    assert isinstance(app_yaml["command"], list) and all(isinstance(arg, str) for arg in app_yaml["command"])
-    assert app_yaml["command"] == ["uv", "run", "--locked", "start-app"]
-    bundle = (app / "databricks.yml").read_text()
-    [agent] = load(bundle)["resources"]["apps"].values()
-    resource_names = {resource["name"] for resource in agent["resources"]}
-    for item in app_yaml["env"]:
-        assert set(item) in ({"name", "value"}, {"name", "valueFrom"}), item
-        assert ENV_NAME.match(item["name"]), item
-        assert isinstance(item.get("value", ""), str), f"{item['name']}: a value must be a string"
-        if "valueFrom" in item:
-            assert item["valueFrom"] in resource_names, item
-    env = {item["name"]: item for item in app_yaml["env"]}
-    assert env["LLM_PROVIDER"]["value"] in ("databricks", "openai")  # set explicitly, never offline
-    assert env["MLFLOW_TRACKING_URI"]["value"] == "databricks"
-    assert env["MLFLOW_EXPERIMENT_ID"]["valueFrom"] == "experiment"
-    as_bundle = {
-        "command": app_yaml["command"],
-        "env": [{("value_from" if k == "valueFrom" else k): v for k, v in item.items()} for item in app_yaml["env"]],
-    }
-    for target in (None, "dev", "prod"):
-        assert app_config(bundle, target) == as_bundle, target
-
-
-# --------------------------------------------------------------------------------------------
-# The GitHub workflow and the README
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", ["defaults", "openai-chat_completions", "no-ci"])
-def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_secrets(renders, name):
-    app = renders[name]
-    readme = (app / "README.md").read_text()
-    deploy = readme.split("## Deploy", 1)[1].split("\n## ", 1)[0]
-    for command in ("databricks auth login", "databricks bundle validate", "databricks bundle deploy"):
-        assert command in deploy, command
-    assert "databricks bundle run agent" in deploy
-    workflow = app / ".github" / "workflows" / "deploy.yml"
-    assert workflow.exists() == MATRIX[name].get("github_ci", True)
-    if not workflow.exists():
-        return
-    steps = yaml.safe_load(workflow.read_text())["jobs"]["deploy"]["steps"]
-    runs = [step["run"] for step in steps if "run" in step]
-    assert runs[-3:] == [
-        "databricks bundle validate --target prod",
-        "databricks bundle deploy --target prod",
-        "databricks bundle run agent --target prod",
-    ]
-    needed = set(re.findall(r"\$\{\{ (?:secrets|vars)\.([A-Z_]+) \}\}", workflow.read_text()))
-    assert needed == {"DATABRICKS_HOST", "DATABRICKS_CLIENT_ID", "DATABRICKS_CLIENT_SECRET"}
-    for secret in needed:
-        assert secret in deploy, f"README's Deploy section must name {secret}"
-
 
 # --------------------------------------------------------------------------------------------
 # Rehearsal: the Apps runtime, offline
