@@ -9,7 +9,7 @@ that every shape `history.py` knows gets through. Its limits (README, "Failure m
 | variable | default | over it |
 |---|---|---|
 | MAX_BODY_BYTES | 16 MiB | 413 |
-| MAX_INPUT_ITEMS | 500 items in `input` | 413 |
+| MAX_INPUT_ITEMS | 300 items in `input` | 413 |
 | MAX_INPUT_CHARS | 4,000,000 characters of text in the whole body (inline images count) | 413 |
 | BODY_TIMEOUT_SECONDS | 30 s to send the body | 408 |
 
@@ -45,7 +45,7 @@ def _limit(name: str, default: int) -> int:
 
 
 MAX_BODY_BYTES = _limit("MAX_BODY_BYTES", 16 * 1024 * 1024)
-MAX_INPUT_ITEMS = _limit("MAX_INPUT_ITEMS", 500)  # what an item costs (SDK, MLflow) is what stalls a server
+MAX_INPUT_ITEMS = _limit("MAX_INPUT_ITEMS", 300)  # what an item costs (SDK, MLflow) is what stalls a server
 MAX_INPUT_CHARS = _limit("MAX_INPUT_CHARS", 4_000_000)
 BODY_TIMEOUT_SECONDS = _limit("BODY_TIMEOUT_SECONDS", 30)
 

@@ -13,7 +13,6 @@ Traces sent to Databricks or an MLflow server are previewed the same way but nev
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -46,23 +45,24 @@ class Limits:
         )
 
 
-def preview(value: Any, max_chars: int) -> Any:
-    """`value` itself when its JSON is short enough, else a preview that says how long it was."""
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    if len(text) <= max_chars:
-        return value
-    return {"truncated": True, "chars": len(text), "preview": text[:max_chars]}
+def preview(serialised: str, max_chars: int) -> str | dict[str, Any]:
+    """A span attribute (MLflow keeps each as JSON text) as it is when short enough, else a preview of it
+    that says how long it was."""
+    if len(serialised) <= max_chars:
+        return serialised
+    return {"truncated": True, "chars": len(serialised), "preview": serialised[:max_chars]}
 
 
 def bounded_payloads(max_chars: int) -> Any:
-    """An MLflow span processor that keeps each span's inputs, outputs and attributes to previews."""
+    """An MLflow span processor that keeps each span's inputs, outputs and other attributes to previews.
+
+    It reads the attributes as MLflow stored them (JSON text on the OpenTelemetry span), so a large
+    payload is measured and cut without being parsed and serialised again on the event loop.
+    """
 
     def preview_large_payloads(span: Any) -> None:
-        if span.inputs is not None:
-            span.set_inputs(preview(span.inputs, max_chars))
-        if span.outputs is not None:
-            span.set_outputs(preview(span.outputs, max_chars))
-        for key, value in list((span.attributes or {}).items()):
+        stored = getattr(getattr(span, "_span", None), "attributes", None) or {}
+        for key, value in list(stored.items()):
             if isinstance(value, str) and len(value) > max_chars:
                 span.set_attribute(key, preview(value, max_chars))
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -118,20 +119,23 @@ def test_health_answers_while_the_largest_allowed_request_is_served():
         wait_for_health(url, process)
         text = "x" * (MAX_INPUT_CHARS // MAX_INPUT_ITEMS - 40)  # leaves room for the keys
         items = [{"role": ("user", "assistant")[i % 2], "content": text} for i in range(MAX_INPUT_ITEMS - 1)]
-        largest = {"input": [*items, {"role": "user", "content": "Hello"}]}
+        # Encoded up front: the sending thread must not hold this process's GIL while /health is timed.
+        largest = json.dumps({"input": [*items, {"role": "user", "content": "Hello"}]}).encode()
         results: list[httpx.Response] = []
 
         def send() -> None:
-            results.append(httpx.post(f"{url}/invocations", json=largest, timeout=120))
+            headers = {"content-type": "application/json"}
+            results.append(httpx.post(f"{url}/invocations", content=largest, headers=headers, timeout=120))
 
         sender = threading.Thread(target=send)
-        sender.start()
         waits = []
-        while sender.is_alive():
-            started = time.monotonic()
-            assert httpx.get(f"{url}/health", timeout=5).status_code == 200
-            waits.append(time.monotonic() - started)
-            time.sleep(0.05)
+        with httpx.Client(base_url=url, timeout=5) as client:
+            sender.start()
+            while sender.is_alive():
+                started = time.monotonic()
+                assert client.get("/health").status_code == 200
+                waits.append(time.monotonic() - started)
+                time.sleep(0.05)
         sender.join()
     finally:
         process.terminate()
