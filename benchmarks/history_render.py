@@ -18,6 +18,7 @@ import tracemalloc
 
 os.environ.setdefault("LLM_PROVIDER", "offline")
 os.environ.setdefault("LLM_API", "chat_completions")
+os.environ.setdefault("MAX_INPUT_ITEMS", "2000")  # the largest history measured is 1000 items, over the app's default
 
 from agent_server.app import app  # noqa: E402
 from agent_server.history import render_history  # noqa: E402
