@@ -14,7 +14,8 @@ Why a render step is needed (measured on openai-agents 0.4-0.24, mlflow 3.5-3.17
   client-made id or a chat-completions-shaped message reaches the API as is.
 
 The rules (each one is tested in tests/test_history.py; docs/history-shapes.md
-shows every shape clients really send, and its render):
+shows every shape clients really send, and its render). Content parts are rendered by
+agent_server/content_parts.py, tool calls paired by agent_server/tool_pairs.py:
 - user messages: `{"role": "user", "content": ...}`. A string stays a string (None
   and [] become ""); text parts become `input_text`; chat-completions `image_url`
   and `file` parts become `input_image` and `input_file`. Image and file parts are
@@ -56,6 +57,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from agent_server.content_parts import assistant_text, check_chat_completions, input_content, tool_output
+from agent_server.history_errors import HistoryError, json_type, show
 from agent_server.tool_pairs import INTERRUPTED_CALL_OUTPUT, Rendered, pair_calls_with_outputs
 
 __all__ = [
@@ -77,19 +80,6 @@ SERVER_STATE_TYPES = ("compaction", "item_reference")
 DROPPED_TYPES = ("reasoning",)
 INPUT_ROLES = ("user", "system", "developer")
 TEXT_ONLY_ROLES = ("system", "developer")
-TEXT_PART_TYPES = ("input_text", "output_text", "text")
-IMAGE_DETAILS = ("low", "high", "auto", "original")
-FILE_DETAILS = ("low", "high", "auto")
-FILE_KEYS = ("file_data", "file_id", "file_url", "filename")
-
-
-class HistoryError(ValueError):
-    """An item that cannot be rendered. `index` is its position in the input."""
-
-    def __init__(self, index: int, reason: str) -> None:
-        self.index = index
-        self.reason = reason
-        super().__init__(f"input[{index}]: {reason}")
 
 
 def render_history(items: Sequence[Any], api: ApiMode = "chat_completions") -> list[dict[str, Any]]:
@@ -110,7 +100,7 @@ def render_with_sources(items: Sequence[Any], api: ApiMode = "chat_completions")
     for index, item in enumerate(items):
         for out in _render_item(item, index):
             if api == "chat_completions":
-                _check_chat_completions(out, index)
+                check_chat_completions(out, index)
             rendered.append(Rendered(index, out, item.get("id")))
     return pair_calls_with_outputs(rendered)
 
@@ -136,20 +126,20 @@ def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
         )
     if item_type is None:
         raise HistoryError(index, "item has neither 'type' nor 'role'")
-    raise HistoryError(index, f"item type {_show(item_type)} is not supported")
+    raise HistoryError(index, f"item type {show(item_type)} is not supported")
 
 
 def _render_message(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
     role = item["role"]
     content = item.get("content")
     if role in INPUT_ROLES:
-        parts = _input_content(content, index)
+        parts = input_content(content, index)
         if role in TEXT_ONLY_ROLES and isinstance(parts, list):
             if any(part["type"] != "input_text" for part in parts):
                 raise HistoryError(index, f"a {role} message may hold only text")
         return [{"role": role, "content": parts}]
     if role == "assistant":
-        text = _assistant_text(content, index)
+        text = assistant_text(content, index)
         tool_calls = item.get("tool_calls") or []
         if not isinstance(tool_calls, list):
             raise HistoryError(index, "'tool_calls' must be a list")
@@ -158,131 +148,7 @@ def _render_message(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]
         return rendered
     if role == "tool":
         return [_function_call_output(item.get("tool_call_id"), content, index, key="tool_call_id")]
-    raise HistoryError(index, f"role {_show(role)} is not supported")
-
-
-def _assistant_text(content: Any, index: int) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise HistoryError(index, f"assistant content must be text or a list, got {json_type(content)}")
-    texts = []
-    for part in content:
-        part_type = part.get("type") if isinstance(part, Mapping) else None
-        if isinstance(part, str):
-            texts.append(part)
-        elif part_type in TEXT_PART_TYPES:
-            texts.append(_required_str(part, "text", index))
-        elif part_type == "refusal":
-            # Kept as text so the model still sees what it refused.
-            texts.append(_required_str(part, "refusal", index))
-        else:
-            raise HistoryError(index, f"assistant content part {_part_name(part)} is not supported")
-    return "\n".join(texts)
-
-
-def _input_content(content: Any, index: int) -> str | list[dict[str, Any]]:
-    if content is None or content == []:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise HistoryError(index, f"content must be text or a list, got {json_type(content)}")
-    return _input_parts(content, index)
-
-
-def _input_parts(parts: list[Any], index: int) -> list[dict[str, Any]]:
-    return [rendered for part in parts for rendered in _input_part(part, index)]
-
-
-def _input_part(part: Any, index: int) -> list[dict[str, Any]]:
-    """One user-side content part, as the Responses API names it: the part, then its caption if it has one."""
-    if isinstance(part, str):
-        return [{"type": "input_text", "text": part}]
-    part_type = part.get("type") if isinstance(part, Mapping) else None
-    if part_type in TEXT_PART_TYPES:
-        return [{"type": "input_text", "text": _required_str(part, "text", index)}]
-    if part_type == "input_image":
-        rendered = _image(part, part.get("image_url"), part.get("file_id"), part.get("detail"), index)
-    elif part_type == "image_url":  # chat-completions shape
-        payload = part.get("image_url")
-        if isinstance(payload, Mapping):
-            rendered = _image({}, payload.get("url"), None, payload.get("detail"), index)
-        else:
-            rendered = _image({}, payload, None, None, index)
-    elif part_type == "input_file":
-        rendered = _file(part, index)
-    elif part_type == "file":  # chat-completions shape
-        payload = part.get("file")
-        if not isinstance(payload, Mapping):
-            raise HistoryError(index, "a 'file' part needs a 'file' object")
-        rendered = _file(payload, index)
-    else:
-        raise HistoryError(index, f"content part {_part_name(part)} is not supported")
-    return [rendered, *_caption(part, index)]
-
-
-def _caption(part: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
-    """A `text` key on an image or file part, as its own text part: MLflow would read the part as text."""
-    text = part.get("text")
-    if text is None or text == "":
-        return []
-    if not isinstance(text, str):
-        raise HistoryError(index, f"an image's or file's 'text' must be a string, got {json_type(text)}")
-    logger.info("history: input[%d] has a caption on an image or file part; sent as a text part after it", index)
-    return [{"type": "input_text", "text": text}]
-
-
-def _image(part: Mapping[str, Any], url: Any, file_id: Any, detail: Any, index: int) -> dict[str, Any]:
-    image = _other_keys(part, ("image_url", "file_id", "detail", "text"))
-    image["type"] = "input_image"
-    for key, value in (("image_url", url), ("file_id", file_id)):
-        if value is not None:
-            if not isinstance(value, str) or not value:
-                raise HistoryError(index, f"an image's {key!r} must be a non-empty string")
-            image[key] = value
-    if not {"image_url", "file_id"} & image.keys():
-        raise HistoryError(index, "an image needs an 'image_url' (a URL or data URL) or a 'file_id'")
-    if detail not in (None, *IMAGE_DETAILS):
-        raise HistoryError(index, f"an image's 'detail' must be one of {', '.join(IMAGE_DETAILS)}")
-    image["detail"] = detail or "auto"  # required by the Responses API
-    return image
-
-
-def _file(part: Mapping[str, Any], index: int) -> dict[str, Any]:
-    file = _other_keys(part, (*FILE_KEYS, "detail", "text"))
-    file["type"] = "input_file"
-    for key in FILE_KEYS:
-        value = part.get(key)
-        if value is not None:
-            if not isinstance(value, str) or not value:
-                raise HistoryError(index, f"a file's {key!r} must be a non-empty string")
-            file[key] = value
-    if not {"file_data", "file_id", "file_url"} & file.keys():
-        raise HistoryError(index, "a file needs 'file_data', 'file_id' or 'file_url'")
-    detail = part.get("detail")
-    if detail is not None:
-        if detail not in FILE_DETAILS:
-            raise HistoryError(index, f"a file's 'detail' must be one of {', '.join(FILE_DETAILS)}")
-        file["detail"] = detail
-    return file
-
-
-def _other_keys(part: Mapping[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
-    """Keys the render has no rule for, kept (without nulls) so the API can judge them; nothing is dropped silently."""
-    return {key: value for key, value in part.items() if key not in known and key != "type" and value is not None}
-
-
-def _check_chat_completions(item: dict[str, Any], index: int) -> None:
-    """What the SDK's chat-completions converter cannot send, named here rather than failing inside the SDK."""
-    content = item.get("content") if item.get("type") is None else item.get("output")
-    for part in content if isinstance(content, list) else []:
-        if part["type"] == "input_image" and "image_url" not in part:
-            raise HistoryError(index, "an image given only by 'file_id' needs LLM_API=responses; send its URL instead")
-        if part["type"] == "input_file" and "file_data" not in part:
-            raise HistoryError(index, "a file without 'file_data' needs LLM_API=responses; send its data instead")
+    raise HistoryError(index, f"role {show(role)} is not supported")
 
 
 def _chat_tool_call(call: Any, index: int) -> dict[str, Any]:
@@ -308,43 +174,4 @@ def _function_call(call_id: Any, name: Any, arguments: Any, index: int, key: str
 def _function_call_output(call_id: Any, output: Any, index: int, key: str = "call_id") -> dict[str, Any]:
     if not isinstance(call_id, str):
         raise HistoryError(index, f"a tool output needs a '{key}' string")
-    return {"type": "function_call_output", "call_id": call_id, "output": _tool_output(output, index)}
-
-
-def _tool_output(output: Any, index: int) -> str | list[dict[str, Any]]:
-    if output is None:
-        return ""
-    if isinstance(output, str):
-        return output
-    if isinstance(output, list):
-        parts = _input_parts(output, index)
-        if all(part["type"] == "input_text" for part in parts):
-            return "\n".join(part["text"] for part in parts)
-        return parts
-    return json.dumps(output)  # a tool that returned a JSON value
-
-
-def _required_str(part: Mapping[str, Any], key: str, index: int) -> str:
-    value = part.get(key)
-    if not isinstance(value, str):
-        raise HistoryError(index, f"a {_show(part.get('type'))} part needs a '{key}' string")
-    return value
-
-
-def _part_name(part: Any) -> str:
-    if isinstance(part, Mapping):
-        return _show(part.get("type"))
-    return f"of type {json_type(part)}"
-
-
-def _show(value: Any) -> str:
-    """A client-sent value, quoted for an error message, whatever JSON type it has."""
-    return repr(value) if isinstance(value, str) else f"of type {json_type(value)}"
-
-
-def json_type(value: Any) -> str:
-    """A JSON value's type as JSON names it, for messages about what a client sent (the app's one such helper)."""
-    if value is None:
-        return "null"
-    names = ((bool, "boolean"), (Mapping, "object"), (list, "array"), (str, "string"), ((int, float), "number"))
-    return next((name for kind, name in names if isinstance(value, kind)), type(value).__name__)
+    return {"type": "function_call_output", "call_id": call_id, "output": tool_output(output, index)}
