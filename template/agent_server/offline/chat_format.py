@@ -1,11 +1,18 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The Chat Completions wire format of an answer: a completion, or the chunks of a stream."""
+"""The Chat Completions wire format of an answer: a completion, or the chunks of a stream.
+
+Built from the `openai` package's own types, so a payload the SDK could not parse fails here,
+when it is built, not in the client that reads it.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.completion_usage import CompletionUsage
 
 from agent_server.offline.replies import Answer, split_for_stream
 
@@ -19,31 +26,36 @@ def chat_completion(body: dict[str, Any], said: Answer) -> dict[str, Any]:
             {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
             for call in said.tool_calls
         ]
-    return {
-        "id": f"chatcmpl-{said.digest}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body["model"],
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(said)}],
-        "usage": chat_usage(said),
-        "service_tier": "default",
-        "system_fingerprint": None,
-    }
+    completion = ChatCompletion.model_validate(
+        {
+            "id": f"chatcmpl-{said.digest}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish_reason(said)}],
+            "usage": chat_usage(said),
+            "service_tier": "default",
+            "system_fingerprint": None,
+        }
+    )
+    return completion.to_dict()
 
 
-def chat_usage(said: Answer) -> dict[str, Any]:
-    return {
-        "prompt_tokens": said.input_tokens,
-        "completion_tokens": said.output_tokens,
-        "total_tokens": said.input_tokens + said.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-        "completion_tokens_details": {
-            "reasoning_tokens": 0,
-            "audio_tokens": 0,
-            "accepted_prediction_tokens": 0,
-            "rejected_prediction_tokens": 0,
-        },
-    }
+def chat_usage(said: Answer) -> CompletionUsage:
+    return CompletionUsage.model_validate(
+        {
+            "prompt_tokens": said.input_tokens,
+            "completion_tokens": said.output_tokens,
+            "total_tokens": said.input_tokens + said.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        }
+    )
 
 
 def _finish_reason(said: Answer) -> str:
@@ -55,7 +67,7 @@ def chat_chunks(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     created = int(time.time())
 
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None, **replacing: Any) -> dict[str, Any]:
         data = {
             "id": f"chatcmpl-{said.digest}",
             "object": "chat.completion.chunk",
@@ -63,8 +75,10 @@ def chat_chunks(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
             "model": body["model"],
             "system_fingerprint": None,
             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+            **({"usage": None} if include_usage else {}),  # as the API does when usage is asked for
+            **replacing,
         }
-        return {**data, "usage": None} if include_usage else data  # as the API does when usage is asked for
+        return ChatCompletionChunk.model_validate(data).to_dict()
 
     yield chunk({"role": "assistant", "content": "", "refusal": None})
     if not said.tool_calls:
@@ -82,4 +96,4 @@ def chat_chunks(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, _finish_reason(said))
     if include_usage:
-        yield {**chunk({}), "choices": [], "usage": chat_usage(said)}
+        yield chunk({}, choices=[], usage=chat_usage(said))

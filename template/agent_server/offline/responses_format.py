@@ -1,89 +1,146 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The Responses wire format of an answer: a response, or the numbered events of a stream."""
+"""The Responses wire format of an answer: a response, or the numbered events of a stream.
+
+Built from the `openai` package's own types, so a payload the SDK could not parse fails here,
+when it is built, not in the client that reads it.
+"""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseContentPartAddedEvent,
+    ResponseContentPartDoneEvent,
+    ResponseCreatedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionCallArgumentsDoneEvent,
+    ResponseFunctionToolCall,
+    ResponseInProgressEvent,
+    ResponseOutputItem,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseStreamEvent,
+    ResponseTextDeltaEvent,
+    ResponseTextDoneEvent,
+)
 
 from agent_server.offline.replies import Answer, split_for_stream
 
 
 def response_completed(body: dict[str, Any], said: Answer) -> dict[str, Any]:
-    return response_object(body, said, output_items(said, done=True))
+    return response_object(body, said, output_items(said, done=True)).to_dict()
 
 
 def response_events(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
     """The event sequence of a streamed response, numbered as the real API numbers it."""
+    number = itertools.count()
     started = response_object(body, said, output=None)
-    events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": started},
-        {"type": "response.in_progress", "response": started},
+    events: list[ResponseStreamEvent] = [
+        ResponseCreatedEvent(type="response.created", response=started, sequence_number=next(number)),
+        ResponseInProgressEvent(type="response.in_progress", response=started, sequence_number=next(number)),
     ]
     done_items = output_items(said, done=True)
     for index, (item, done_item) in enumerate(zip(output_items(said, done=False), done_items, strict=True)):
-        events += _output_item_events(index, item, done_item)
-    events.append({"type": "response.completed", "response": response_object(body, said, done_items)})
-    for number, event in enumerate(events):
-        yield {**event, "sequence_number": number}
+        events += _output_item_events(index, item, done_item, number)
+    completed = response_object(body, said, done_items)
+    events.append(ResponseCompletedEvent(type="response.completed", response=completed, sequence_number=next(number)))
+    return (event.to_dict() for event in events)
 
 
-def _output_item_events(index: int, item: dict[str, Any], done_item: dict[str, Any]) -> list[dict[str, Any]]:
-    where = {"item_id": item["id"], "output_index": index}
-    events: list[dict[str, Any]] = [{"type": "response.output_item.added", "output_index": index, "item": item}]
-    if item["type"] == "message":
+def _output_item_events(
+    index: int, item: ResponseOutputItem, done_item: ResponseOutputItem, number: Iterator[int]
+) -> list[ResponseStreamEvent]:
+    assert item.id is not None  # the offline model ids every output item
+    where: dict[str, Any] = {"item_id": item.id, "output_index": index}
+    events: list[ResponseStreamEvent] = [
+        ResponseOutputItemAddedEvent(
+            type="response.output_item.added", output_index=index, item=item, sequence_number=next(number)
+        )
+    ]
+    if isinstance(done_item, ResponseOutputMessage):
         part = {**where, "content_index": 0}
-        text = done_item["content"][0]["text"]
-        events.append({"type": "response.content_part.added", **part, "part": output_text_part("")})
+        text = done_item.content[0].text  # type: ignore[union-attr]  # output_items() writes one text part
+        events.append(
+            ResponseContentPartAddedEvent(
+                type="response.content_part.added", **part, part=output_text_part(""), sequence_number=next(number)
+            )
+        )
         events += [
-            {"type": "response.output_text.delta", **part, "delta": piece, "logprobs": []}
+            ResponseTextDeltaEvent(
+                type="response.output_text.delta", **part, delta=piece, logprobs=[], sequence_number=next(number)
+            )
             for piece in split_for_stream(text)
         ]
-        events.append({"type": "response.output_text.done", **part, "text": text, "logprobs": []})
-        events.append({"type": "response.content_part.done", **part, "part": output_text_part(text)})
-    else:
-        arguments = done_item["arguments"]
+        events.append(
+            ResponseTextDoneEvent(
+                type="response.output_text.done", **part, text=text, logprobs=[], sequence_number=next(number)
+            )
+        )
+        events.append(
+            ResponseContentPartDoneEvent(
+                type="response.content_part.done", **part, part=output_text_part(text), sequence_number=next(number)
+            )
+        )
+    elif isinstance(done_item, ResponseFunctionToolCall):
+        arguments = done_item.arguments
         events += [
-            {"type": "response.function_call_arguments.delta", **where, "delta": piece}
+            ResponseFunctionCallArgumentsDeltaEvent(
+                type="response.function_call_arguments.delta", **where, delta=piece, sequence_number=next(number)
+            )
             for piece in split_for_stream(arguments)
         ]
-        events.append({"type": "response.function_call_arguments.done", **where, "arguments": arguments})
-    events.append({"type": "response.output_item.done", "output_index": index, "item": done_item})
+        events.append(
+            ResponseFunctionCallArgumentsDoneEvent(
+                type="response.function_call_arguments.done",
+                **where,
+                arguments=arguments,
+                sequence_number=next(number),
+            )
+        )
+    events.append(
+        ResponseOutputItemDoneEvent(
+            type="response.output_item.done", output_index=index, item=done_item, sequence_number=next(number)
+        )
+    )
     return events
 
 
-def output_items(said: Answer, done: bool) -> list[dict[str, Any]]:
+def output_items(said: Answer, done: bool) -> list[ResponseOutputItem]:
     """The answer as Responses output items: finished, or as first announced in a stream."""
     status = "completed" if done else "in_progress"
     if not said.tool_calls:
+        content = [output_text_part(said.text)] if done else []
         return [
-            {
-                "id": f"msg_{said.digest}",
-                "type": "message",
-                "status": status,
-                "role": "assistant",
-                "content": [output_text_part(said.text)] if done else [],
-            }
+            ResponseOutputMessage(
+                id=f"msg_{said.digest}", type="message", status=status, role="assistant", content=content
+            )
         ]
     return [
-        {
-            "id": f"fc_{said.digest}" + (f"_{number}" if number else ""),
-            "type": "function_call",
-            "status": status,
-            "call_id": call.call_id,
-            "name": call.name,
-            "arguments": call.arguments if done else "",
-        }
+        ResponseFunctionToolCall(
+            id=f"fc_{said.digest}" + (f"_{number}" if number else ""),
+            type="function_call",
+            status=status,
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments if done else "",
+        )
         for number, call in enumerate(said.tool_calls)
     ]
 
 
-def output_text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def output_text_part(text: str) -> ResponseOutputText:
+    return ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])
 
 
-def response_object(body: dict[str, Any], said: Answer, output: list[dict[str, Any]] | None) -> dict[str, Any]:
+def response_object(body: dict[str, Any], said: Answer, output: list[ResponseOutputItem] | None) -> Response:
     """A `Response` that echoes the request's settings, as the real API does; in progress without output."""
     done = output is not None
     now = int(time.time())
@@ -94,31 +151,34 @@ def response_object(body: dict[str, Any], said: Answer, output: list[dict[str, A
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": said.input_tokens + said.output_tokens,
     }
-    return {
-        "id": f"resp_{said.digest}",
-        "object": "response",
-        "created_at": now,
-        "status": "completed" if done else "in_progress",
-        "completed_at": now if done else None,
-        "error": None,
-        "incomplete_details": None,
-        "instructions": body.get("instructions"),
-        "max_output_tokens": body.get("max_output_tokens"),
-        "metadata": body.get("metadata") or {},
-        "model": body["model"],
-        "output": output or [],
-        "parallel_tool_calls": _or(body.get("parallel_tool_calls"), True),
-        "previous_response_id": None,
-        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
-        "store": _or(body.get("store"), True),
-        "temperature": _or(body.get("temperature"), 1.0),
-        "text": body.get("text") or {"format": {"type": "text"}},
-        "tool_choice": _or(body.get("tool_choice"), "auto"),
-        "tools": body.get("tools") or [],
-        "top_p": _or(body.get("top_p"), 1.0),
-        "truncation": body.get("truncation") or "disabled",
-        "usage": usage if done else None,
-    }
+    # The request's settings are param dicts; pydantic validates them into the response's models.
+    return Response.model_validate(
+        {
+            "id": f"resp_{said.digest}",
+            "object": "response",
+            "created_at": now,
+            "status": "completed" if done else "in_progress",
+            "completed_at": now if done else None,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "metadata": body.get("metadata") or {},
+            "model": body["model"],
+            "output": output or [],
+            "parallel_tool_calls": _or(body.get("parallel_tool_calls"), True),
+            "previous_response_id": None,
+            "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
+            "store": _or(body.get("store"), True),
+            "temperature": _or(body.get("temperature"), 1.0),
+            "text": body.get("text") or {"format": {"type": "text"}},
+            "tool_choice": _or(body.get("tool_choice"), "auto"),
+            "tools": body.get("tools") or [],
+            "top_p": _or(body.get("top_p"), 1.0),
+            "truncation": body.get("truncation") or "disabled",
+            "usage": usage if done else None,
+        }
+    )
 
 
 def _or(value: Any, default: Any) -> Any:
