@@ -29,13 +29,15 @@ from typing import Any
 logger = logging.getLogger("agent_server.history")
 
 INTERRUPTED_CALL_OUTPUT = "Error: this tool call was interrupted before it returned a result."
-BOUND_ID_PREFIX = "fc_"
+# The item id prefixes the Responses API insists on: the ids the app gives its output items and
+# these repairs, and the ones the offline model checks, as the real API does.
+ID_PREFIXES = {"message": "msg_", "function_call": "fc_", "function_call_output": "fc_", "reasoning": "rs_"}
 
 
 def output_bound_call_id(call_id: str, output: str) -> str:
     """The item id the app gives a call it answered: names that call's output among any others."""
     digest = hashlib.sha256(f"{call_id}\x00{output}".encode()).hexdigest()
-    return f"{BOUND_ID_PREFIX}{digest[:40]}"
+    return f"{ID_PREFIXES['function_call']}{digest[:40]}"
 
 
 def orphan_output_message(call_id: str, output: str | list[dict[str, Any]]) -> dict[str, Any]:

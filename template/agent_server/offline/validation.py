@@ -22,13 +22,8 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic_core import SchemaValidator, ValidationError
 
-# Item id prefixes the Responses API insists on, for the item types that carry ids we check.
-ID_PREFIXES: dict[str, tuple[str, ...]] = {
-    "message": ("msg",),
-    "function_call": ("fc",),
-    "function_call_output": ("fc",),
-    "reasoning": ("rs",),
-}
+from agent_server.tool_pairs import ID_PREFIXES
+
 # The content part types each message role may hold in the Responses API.
 INPUT_PART_TYPES = ("input_text", "input_image", "input_file")
 PART_TYPES_BY_ROLE: dict[Any, tuple[str, ...]] = {
@@ -92,135 +87,96 @@ def _make_strict(node: Any) -> Any:
 
 def _labelled_choice(index: int, choice: Any) -> tuple[Any, str]:
     schema = choice[0] if isinstance(choice, tuple) else choice
-    if schema.get("type") == "typed-dict":
-        name = schema["cls"].__name__
-    elif schema.get("type") == "definition-ref":
-        name = schema["schema_ref"].split(":")[0].rsplit(".", 1)[-1]
-    else:
-        name = schema.get("type", "?")
-    return schema, f"{_BRANCH}{index}:{name}"
+    return schema, f"{_BRANCH}{index}"
 
 
 def validate_schema(api: str, body: dict[str, Any]) -> None:
-    """Raise the real API's 400 for the first problem pydantic finds in the body."""
+    """Raise a 400 for the first problem pydantic finds in the body, in the real API's terms."""
     validator = request_validator(api, body.get("stream") is True)
     try:
         validator.validate_python(body, strict=True)
     except ValidationError as exc:
-        errors = [{**error, "loc": tuple(error["loc"])} for error in exc.errors(include_url=False)]
-        raise _api_error(_resolve_unions(errors)[0]) from None
+        raise _api_error(_one_problem(exc.errors(include_url=False))[0]) from None
 
 
-# Pydantic reports one error per union branch. The real API reports one problem, in the
-# branch the caller meant, so we keep only the most relevant branch of every failed union:
-#   1. a branch whose `type`/`role` literal matched the value (the caller meant that shape),
-#   2. a branch that accepted the value's JSON type (it got further than the others),
-#   3. a branch without nested discriminator mismatches,
-#   4. the branch with the fewest errors (the first such one on a tie).
+def _one_problem(errors: list[Any], done: int = 0) -> tuple[Any, bool]:
+    """The one problem the real API would report, where pydantic reports one per union branch.
 
-
-def _resolve_unions(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Replace the per-branch errors of each failed union by those of its most relevant branch."""
-    resolved: list[dict[str, Any]] = []
-    pending = list(errors)
-    while pending:
-        cut = _first_branch_index(pending[0]["loc"])
-        if cut is None:
-            resolved.append(pending.pop(0))
-            continue
-        prefix = pending[0]["loc"][:cut]
-        in_union = [e for e in pending if _is_branch_of(e["loc"], prefix)]
-        pending = [e for e in pending if not _is_branch_of(e["loc"], prefix)]
-        resolved.extend(_resolve_union(prefix, in_union))
-    return resolved
-
-
-def _first_branch_index(loc: tuple[Any, ...]) -> int | None:
-    return next((i for i, part in enumerate(loc) if isinstance(part, str) and part.startswith(_BRANCH)), None)
-
-
-def _is_branch_of(loc: tuple[Any, ...], prefix: tuple[Any, ...]) -> bool:
-    cut = len(prefix)
-    return loc[:cut] == prefix and len(loc) > cut and isinstance(loc[cut], str) and loc[cut].startswith(_BRANCH)
-
-
-def _resolve_union(prefix: tuple[Any, ...], errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    by_branch: dict[str, list[dict[str, Any]]] = {}
+    At the first union, follow the branch the caller meant: not one whose own `type` or `role`
+    refused the value, nor one that refused its JSON type, nor one where a nested `type` or
+    `role` fits no branch; of the rest, the one with the fewest problems. When no branch takes
+    the value, one error says what would. The flag is False when no branch took the `type`.
+    """
+    loc = errors[0]["loc"]
+    cut = next((i for i in range(done, len(loc)) if _is_branch(loc[i])), None)
+    if cut is None:
+        return errors[0], True
+    branches: dict[str, list[Any]] = {}
     for error in errors:
-        label = error["loc"][len(prefix)]
-        by_branch.setdefault(label, []).append({**error, "loc": prefix + error["loc"][len(prefix) + 1 :]})
-    candidates = [_resolve_unions(branch_errors) for branch_errors in by_branch.values()]
+        if error["loc"][:cut] == loc[:cut] and len(error["loc"]) > cut and _is_branch(error["loc"][cut]):
+            branches.setdefault(error["loc"][cut], []).append(error)
+    candidates = list(branches.values())
 
-    if all(_rejected_outright(prefix, c) for c in candidates):
-        return [_merged_type_error(prefix, [c[0] for c in candidates])]
-    matched = [c for c in candidates if not _discriminator_failed(prefix, c)]
-    if not matched:
-        value_error = _discriminator_value_error(prefix, candidates)
-        if value_error is not None:
-            return [value_error]
-        matched = candidates
-    return min(matched, key=lambda c: _branch_rank(prefix, c))
+    refusals = [_refusal(branch, cut) for branch in candidates]
+    if all(refusals):  # no branch takes this `type` or `role`
+        literals = [error for error in refusals if error["type"] == "literal_error"]
+        return ({**literals[0], "ctx": {"expected": _one_of(literals)}} if literals else refusals[0]), False
+    outright = [len(branch) == 1 and len(branch[0]["loc"]) == cut + 1 for branch in candidates]
+    if all(outright):  # no branch takes this JSON type
+        merged = {**candidates[0][0], "type": "literal_error", "ctx": {"expected": _one_of(b[0] for b in candidates)}}
+        return merged, True  # the value is the caller's mistake here, not a sign of another shape
 
+    def rank(number: int) -> tuple[bool, bool, bool, int]:
+        branch = candidates[number]
+        problems = len({_up_to_next_branch(error["loc"], cut + 1) for error in branch})  # a nested union is one
+        return refusals[number] is not None, outright[number], not picks[number][1], problems
 
-def _branch_rank(prefix: tuple[Any, ...], errors: list[dict[str, Any]]) -> tuple[bool, int, int]:
-    nested_mismatches = sum(e["type"] == "discriminator_mismatch" for e in errors)
-    return _rejected_outright(prefix, errors), nested_mismatches, len(errors)
-
-
-def _rejected_outright(prefix: tuple[Any, ...], errors: list[dict[str, Any]]) -> bool:
-    """The branch refused the value itself (wrong JSON type), not something inside it."""
-    return len(errors) == 1 and errors[0]["loc"] == prefix
+    picks = [_one_problem(branch, cut + 1) for branch in candidates]
+    return picks[min(range(len(candidates)), key=rank)]
 
 
-def _discriminator_failed(prefix: tuple[Any, ...], errors: list[dict[str, Any]]) -> bool:
-    return any(e["loc"] in (prefix + ("type",), prefix + ("role",)) for e in errors)
+def _refusal(branch: list[Any], cut: int) -> Any:
+    """The error that says the branch's own `type` or `role` is another literal or missing, if any."""
+    own = [error for error in branch if error["loc"][cut + 1 :] in (("type",), ("role",))]
+    literal = [error for error in own if error["type"] == "literal_error"]
+    return next(iter(literal or [error for error in own if error["type"] == "missing"]), None)
 
 
-def _discriminator_value_error(prefix: tuple[Any, ...], candidates: list[list[dict[str, Any]]]) -> dict | None:
-    """No branch takes this `type` (or `role`): one error listing the values that would fit."""
-    for key in ("type", "role"):
-        literal_errors = [
-            e for c in candidates for e in c if e["loc"] == prefix + (key,) and e["type"] == "literal_error"
-        ]
-        if literal_errors:
-            values = _unique(v for e in literal_errors for v in re.findall(r"'[^']*'", e["ctx"]["expected"]))
-            return {
-                "type": "discriminator_mismatch",
-                "loc": prefix + (key,),
-                "input": literal_errors[0]["input"],
-                "expected": f"one of {', '.join(values)}",
-            }
-    return None
+def _one_of(errors: Iterable[Any]) -> str:
+    """What any of the refusing branches would have taken: "one of 'a', 'b'" or "a string or an array"."""
+    words = [_expected(error) or error["msg"] for error in errors]
+    literals = dict.fromkeys(value for word in words for value in re.findall(r"'[^']*'", word))
+    if len(literals) > 1 and all(word.startswith("'") for word in words):
+        return "one of " + ", ".join(literals)
+    return " or ".join(dict.fromkeys(words))
 
 
-def _merged_type_error(prefix: tuple[Any, ...], errors: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every branch refused the value's JSON type: say which types would have been accepted."""
-    phrases = _unique(_expected(e) or e["msg"] for e in errors)
-    if "a string" in phrases:  # a string literal is a narrower string; naming both is noise
-        phrases = [p for p in phrases if not p.startswith("'")]
-    return {"type": "union_type", "loc": prefix, "input": errors[0]["input"], "expected": " or ".join(phrases)}
+def _up_to_next_branch(loc: Any, start: int) -> tuple[Any, ...]:
+    return tuple(next((loc[:i] for i in range(start, len(loc)) if _is_branch(loc[i])), loc))
+
+
+def _is_branch(part: Any) -> bool:
+    return isinstance(part, str) and part.startswith(_BRANCH)
+
+
+def _expected(error: Any) -> str | None:
+    """What the API would have accepted, in words, when we know it."""
+    if error["type"] == "literal_error":
+        return error["ctx"]["expected"]
+    return _EXPECTED_BY_ERROR.get(error["type"])
 
 
 _EXPECTED_BY_ERROR = {
     "string_type": "a string",
     "list_type": "an array",
     "dict_type": "an object",
+    "typed_dict_type": "an object",
     "int_type": "an integer",
     "int_from_float": "an integer",
     "float_type": "a number",
     "bool_type": "a boolean",
     "none_required": "null",
 }
-
-
-def _expected(error: dict[str, Any]) -> str | None:
-    """What the API would have accepted, in words, when we know it."""
-    if "expected" in error:  # one of our merged union errors
-        return error["expected"]
-    if error["type"] == "literal_error":
-        expected = error["ctx"]["expected"]
-        return "a boolean" if expected in ("True", "False") else expected  # `stream: Literal[True]`
-    return _EXPECTED_BY_ERROR.get(error["type"])
 
 
 def describe(value: Any) -> str:
@@ -234,12 +190,8 @@ def describe(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-def _unique(values: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(values))
-
-
-def _api_error(error: dict[str, Any]) -> ApiError:
-    param = _param_path(error["loc"])
+def _api_error(error: Any) -> ApiError:
+    param = _param_path(part for part in error["loc"] if not _is_branch(part))
     if error["type"] == "missing":
         return ApiError(f"Missing required parameter: '{param}'.", param)
     if error["type"] == "extra_forbidden":
@@ -331,11 +283,11 @@ def check_responses_semantics(body: dict[str, Any]) -> None:
 def check_item_ids(items: list[dict[str, Any]]) -> None:
     for i, item in enumerate(items):
         item_id = item.get("id")
-        prefixes = ID_PREFIXES.get(item.get("type") or "message")
-        if item_id is None or prefixes is None or item_id.startswith(prefixes):
+        prefix = ID_PREFIXES.get(item.get("type") or "message", "").rstrip("_")
+        if item_id is None or not prefix or item_id.startswith(prefix):
             continue
         raise ApiError(
-            f"Invalid 'input[{i}].id': '{item_id}'. Expected an ID that begins with '{prefixes[0]}'.",
+            f"Invalid 'input[{i}].id': '{item_id}'. Expected an ID that begins with '{prefix}'.",
             f"input[{i}].id",
         )
 
