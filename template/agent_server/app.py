@@ -1,10 +1,10 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The ASGI app: MLflow's AgentServer behind three small middlewares, and a chat page at /.
+"""The ASGI app: MLflow's AgentServer behind four small middlewares, and a chat page at /.
 
-A request meets, in order: OneErrorShape (every error in one shape), BrowserGuard (no driving
-the agent from other web pages),
-RequestGuard (parse, check, render), UpstreamErrors (the model's failures get the right
-status), then MLflow's server and the handlers.
+A request meets, in order: OneErrorShape (every error in one shape, errors.py), BrowserGuard
+(no driving the agent from other web pages, request_guard.py), RequestGuard (parse, check,
+render), UpstreamErrors (the model's failures get the status that says why, errors.py), then
+MLflow's server and the handlers.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
 from agent_server import tracing
-from agent_server.browser_guard import BrowserGuard
-from agent_server.errors import OneErrorShape
-from agent_server.request_guard import RequestGuard
-from agent_server.upstream_errors import UpstreamErrors
+from agent_server.errors import OneErrorShape, UpstreamErrors
+from agent_server.request_guard import BrowserGuard, RequestGuard
 
 # Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/tracing.py).
 tracing.configure()

@@ -1,18 +1,43 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The one shape of every error the app answers, whoever finds the problem.
+"""Every error the app answers: in one shape, and for a model failure, with the status that says why.
 
     {"error": {"message": "...", "type": "...", "param": "input[3]" or null}, "detail": "..."}
 
 `error` is the OpenAI API's error shape, which OpenAI clients read; `detail` repeats the message
-for FastAPI-style clients (MLflow's own errors use it). See the README, "Failure modes".
+for FastAPI-style clients (MLflow's own errors use it). OneErrorShape puts every error response
+in that shape, whoever answered: MLflow's server and FastAPI answer with `{"detail": ...}`.
+
+MLflow's server turns every exception in a handler into a 500. The handlers record the
+model's failure here, and UpstreamErrors, which sees the response go out, replaces that 500
+(README, "Failure modes"):
+
+| the model | status | retried by the app |
+|---|---|---|
+| rejected the request (400, 422, ...) | 400, with the model's message: change the request | no |
+| is rate-limited (429) | 429, with its Retry-After | yes, LLM_MAX_RETRIES times first |
+| refused the app's credentials (401, 403) or does not exist (404) | 502 | no |
+| failed (5xx) or could not be reached | 502 | yes, LLM_MAX_RETRIES times first |
+| did not answer within LLM_TIMEOUT_SECONDS | 504 | yes, LLM_MAX_RETRIES times first |
+| kept calling tools past the agent's max_turns | 502 | no |
+
+A streamed response has sent its 200 before the model is called, so there the failure is
+an `error` event in the stream instead. A `param` the model names (`input[5]`, or in
+chat-completions mode `messages.[6]`) is turned into the index of the client's own item.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextvars
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import openai
+from agents.exceptions import MaxTurnsExceeded
+from agents.models.chatcmpl_converter import Converter
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -30,6 +55,12 @@ TYPES = {
     504: "upstream_timeout",
 }
 DROPPED_HEADERS = (b"content-length", b"content-type")  # the shaped body brings its own
+# Where RequestGuard leaves the index of the client's item behind each rendered one, to name it in errors.
+INPUT_SOURCES = "agent_server.input_sources"
+# Model statuses passed on as they are; any other 4xx is the client's request (400), anything else is ours (502).
+PASSED_ON = frozenset({429})
+OUR_FAULT = frozenset({401, 403, 404})
+MODEL_FAILURES = (openai.APIError, MaxTurnsExceeded)
 
 
 def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
@@ -43,11 +74,7 @@ def error_response(
 
 
 class OneErrorShape:
-    """ASGI middleware: every error response leaves in the one shape, whoever answered.
-
-    The app's own errors have it already; MLflow's server and FastAPI answer with
-    `{"detail": ...}` (a request MLflow's request model rejects, an unknown path).
-    """
+    """ASGI middleware: every error response leaves in the one shape, whoever answered."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -56,21 +83,32 @@ class OneErrorShape:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        held: Message | None = None
-        chunks: list[bytes] = []
+        await self.app(scope, receive, _rewriting(send, _is_json_error, _send_in_shape))
 
-        async def shaping_send(message: Message) -> None:
-            nonlocal held
-            if message["type"] == "http.response.start" and message["status"] >= 400 and _is_json(message):
-                held = message
-            elif held is None:
-                await send(message)
-            else:
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    await _send_in_shape(held, b"".join(chunks), send)
 
-        await self.app(scope, receive, shaping_send)
+def _rewriting(
+    send: Send, hold: Callable[[Message], bool], rewrite: Callable[[Message, bytes, Send], Awaitable[None]]
+) -> Send:
+    """A `send` that holds back a response whose start `hold` picks, and has `rewrite` send it instead."""
+    held: Message | None = None
+    chunks: list[bytes] = []
+
+    async def rewriting_send(message: Message) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start" and hold(message):
+            held = message
+        elif held is None:
+            await send(message)
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                await rewrite(held, b"".join(chunks), send)
+
+    return rewriting_send
+
+
+def _is_json_error(start: Message) -> bool:
+    return start["status"] >= 400 and _is_json(start)
 
 
 def _is_json(start: Message) -> bool:
@@ -92,3 +130,116 @@ async def _send_in_shape(start: Message, body: bytes, send: Send) -> None:
     kept = [(name, value) for name, value in start.get("headers", []) if name.lower() not in DROPPED_HEADERS]
     await send({"type": "http.response.start", "status": start["status"], "headers": kept + shaped.raw_headers})
     await send({"type": "http.response.body", "body": shaped.body})
+
+
+@dataclass
+class UpstreamFailure:
+    error: BaseException | None = None
+    model_input: list[Any] | None = None  # the items the agent ran on
+    system_messages: int = 0  # messages the SDK puts before them in chat-completions mode
+
+
+_current: contextvars.ContextVar[UpstreamFailure | None] = contextvars.ContextVar("upstream_failure", default=None)
+
+
+def record(error: BaseException) -> None:
+    """Called by a handler with the model's failure, before it re-raises it."""
+    failure = _current.get()
+    if failure is not None:
+        failure.error = error
+
+
+def record_input(items: list[Any], has_instructions: bool) -> None:
+    """Called by a handler with the items it runs the agent on, to map the model's `param` back."""
+    failure = _current.get()
+    if failure is not None:
+        failure.model_input, failure.system_messages = items, int(has_instructions)
+
+
+def client_param(param: str | None, sources: list[int] | None, failure: UpstreamFailure) -> str | None:
+    """The model's `param` for one of the items the agent ran on, as the index of the client's item."""
+    items = failure.model_input
+    match = re.fullmatch(r"(input|messages)\.?\[(\d+)\](.*)", param or "")
+    if match is None or sources is None or items is None or len(items) != len(sources):
+        return param  # not about an item, or the owner's customize_history changed the items
+    key, number, rest = match.group(1), int(match.group(2)), match.group(3)
+    item = number if key == "input" else _item_of_message(items, number - failure.system_messages)
+    if item is None or not 0 <= item < len(sources):
+        return param
+    return f"input[{sources[item]}]{rest}"
+
+
+def _item_of_message(items: list[Any], message: int) -> int | None:
+    """The first item that the SDK's chat-completions converter turns into message number `message`."""
+    if message < 0:
+        return None  # the agent's instructions
+    counts = _LazyMessageCounts(items)
+    item = bisect.bisect_right(counts, message)
+    return item if item < len(items) else None
+
+
+class _LazyMessageCounts:
+    """counts[k]: how many messages items[: k + 1] convert to (non-decreasing, so it can be bisected)."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, k: int) -> int:
+        return len(Converter.items_to_messages(self.items[: k + 1]))
+
+
+def status_and_message(error: BaseException) -> tuple[int, str, str | None, dict[str, str]]:
+    """(status, message, param, headers) for a model failure."""
+    if isinstance(error, MaxTurnsExceeded):
+        return 502, f"The agent stopped without a final answer: {error.message} (it kept calling tools).", None, {}
+    if isinstance(error, openai.APITimeoutError):
+        return 504, "The model did not answer in time (LLM_TIMEOUT_SECONDS).", None, {}
+    if isinstance(error, openai.APIStatusError):
+        return _status_error(error)
+    return 502, f"The model could not be reached: {error}", None, {}
+
+
+def _status_error(error: openai.APIStatusError) -> tuple[int, str, str | None, dict[str, str]]:
+    upstream = error.status_code
+    if upstream in PASSED_ON:
+        status = upstream
+    elif 400 <= upstream < 500 and upstream not in OUR_FAULT:
+        status = 400
+    else:
+        status = 502
+    body = error.body if isinstance(error.body, dict) else {}
+    detail: Any = body.get("error", body)
+    detail = detail if isinstance(detail, dict) else {}
+    message = f"The model rejected the request ({upstream}): {detail.get('message') or error}"
+    retry_after = error.response.headers.get("retry-after")
+    return status, message, detail.get("param"), {"Retry-After": retry_after} if retry_after else {}
+
+
+class UpstreamErrors:
+    """ASGI middleware: MLflow's 500 for a model failure a handler recorded becomes the status that says why."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        failure = UpstreamFailure()
+        _current.set(failure)
+        sources = scope.get(INPUT_SOURCES)
+
+        async def replace(start: Message, body: bytes, send: Send) -> None:
+            assert failure.error is not None
+            status, text, param, headers = status_and_message(failure.error)
+            response = error_response(status, text, client_param(param, sources, failure), headers)
+            await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
+            await send({"type": "http.response.body", "body": response.body})
+
+        def failed_on_the_model(start: Message) -> bool:
+            return start["status"] == 500 and failure.error is not None
+
+        await self.app(scope, receive, _rewriting(send, failed_on_the_model, replace))

@@ -13,11 +13,9 @@ from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import llm, owner_hooks, upstream_errors
-from agent_server.agent import create_agent
-from agent_server.call_ids import with_unique_call_ids
+from agent_server import agent, errors, llm
 from agent_server.history import render_history
-from agent_server.output_items import ReplayableOutput, replayable_id
+from agent_server.output_items import ReplayableOutput, replayable_id, with_unique_call_ids
 
 
 def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
@@ -27,18 +25,29 @@ def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
     to assistant messages and drops their ids, which the SDK would reject.
     """
     items = [item.model_dump() for item in request.input]
-    return owner_hooks.customize_history(render_history(items, api=llm.settings().api))
+    return customize_history(render_history(items, api=llm.settings().api))
+
+
+def customize_history(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The owner's `customize_history(items)` applied to the rendered history, if agent.py defines one.
+
+    agent.py is rendered once and `copier update` never touches it again, so an app generated
+    before a hook existed has no such function: every hook is optional, and a missing one
+    keeps the template's behaviour.
+    """
+    hook = getattr(agent, "customize_history", None)
+    return items if hook is None else hook(items)
 
 
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
-    agent = with_unique_call_ids(create_agent())
-    upstream_errors.record_input(history, has_instructions=agent.instructions is not None)
+    owners_agent = with_unique_call_ids(agent.create_agent())
+    errors.record_input(history, has_instructions=owners_agent.instructions is not None)
     try:
-        result = await Runner.run(agent, history)
-    except upstream_errors.MODEL_FAILURES as error:
-        upstream_errors.record(error)  # upstream_errors answers with the status that says why, not a 500
+        result = await Runner.run(owners_agent, history)
+    except errors.MODEL_FAILURES as error:
+        errors.record(error)  # errors.UpstreamErrors answers with the status that says why, not a 500
         raise
     output = ReplayableOutput()
     items = [item for run_item in result.new_items for item in output.add(run_item.raw_item)]
@@ -48,7 +57,7 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
-    result = Runner.run_streamed(with_unique_call_ids(create_agent()), input=history)
+    result = Runner.run_streamed(with_unique_call_ids(agent.create_agent()), input=history)
     output = ReplayableOutput()
     message_id = replayable_id("message", None)
     async for event in result.stream_events():

@@ -2,52 +2,21 @@
 """The render boundary: chat history in whatever shape a client sent, out as
 items that every supported openai-agents version accepts in both API modes.
 
-Stdlib only, on purpose: no SDK or MLflow import, so these rules can be read
-and tested on their own. The handlers call `render_history` on every request,
-and the request guard calls it before MLflow's validation.
+Why a render step (measured on openai-agents 0.4-0.24, mlflow 3.5-3.17):
+- MLflow's `ResponsesAgentRequest` drops the `id` of assistant messages and adds
+  `"status": None`; openai-agents >= 0.19 then rejects the item in chat-completions mode
+  (`UserError: Unhandled item type or structure`), on every later turn.
+- In Responses mode the SDK forwards items untouched, so a null `status`, a client-made id
+  or a chat-completions-shaped message reaches the API as is, and gets a 400.
+- Real clients replay what they were sent, in their own shapes, and break tool pairing in
+  ways they repeat on every later turn: a history refused once is refused forever.
 
-Why a render step is needed (measured on openai-agents 0.4-0.24, mlflow 3.5-3.17):
-- MLflow's `ResponsesAgentRequest` drops the `id` of assistant messages and
-  adds `"status": None`. openai-agents >= 0.19 then rejects the item in
-  chat-completions mode (`UserError: Unhandled item type or structure`).
-- In Responses mode the SDK forwards items untouched, so a null `status`, a
-  client-made id or a chat-completions-shaped message reaches the API as is.
-
-The rules (each one is tested in tests/test_history.py; docs/history-shapes.md
-shows every shape clients really send, and its render). Content parts are rendered by
-agent_server/content_parts.py, tool calls paired by agent_server/tool_pairs.py:
-- user messages: `{"role": "user", "content": ...}`. A string stays a string (None
-  and [] become ""); text parts become `input_text`; chat-completions `image_url`
-  and `file` parts become `input_image` and `input_file`. Image and file parts are
-  checked (a URL, data or file id; a known `detail`). A `text` key on one (a caption
-  some clients add) becomes an `input_text` part right after it: MLflow's request model
-  would otherwise read the part as text and lose the image. Other keys are kept, minus
-  nulls, for the API to judge.
-- system and developer messages: the same, but text only: the chat-completions
-  converter would drop an image or file there without a word, so it is a HistoryError.
-- assistant messages: `{"role": "assistant", "content": "<text>"}`. Text and
-  refusal parts are joined with "\n", as the SDK itself joins them; None is "".
-- an assistant message with chat-completions `tool_calls`: its text message (if
-  it has text), then one `function_call` per call.
-- a chat-completions `role: "tool"` message: a `function_call_output`.
-- `function_call` keeps `call_id`, `name`, `arguments` (a JSON string; an object
-  is serialised, None or "" is "{}"); `function_call_output` keeps `call_id`,
-  `output` (text parts joined with "\n"; a JSON value serialised). Ids are dropped:
-  client-made ids (UUIDs) are rejected by the Responses API, and neither API needs them.
-- tool calls and outputs are paired by agent_server/tool_pairs.py, which repairs what
-  real conversations break: a call with no output, an output out of place, several
-  outputs for one call, an output whose call was cut off, reused or empty call ids.
-- `reasoning` items are dropped (and logged): reasoning belongs to the turn
-  that produced it, and client-made reasoning ids are rejected.
-- `compaction` and `item_reference` items are a HistoryError in both modes. The app
-  receives history only through MLflow's `ResponsesAgentRequest`, which rejects both,
-  and the chat-completions converter cannot read them either; the error says so
-  instead of leaving MLflow to answer with a pydantic dump.
-- chat-completions mode only: an image given only by `file_id`, or a file without
-  `file_data` (given by `file_id` or `file_url`), is a HistoryError: the SDK's
-  chat-completions converter cannot send them in every supported version (0.18's
-  takes only `file_data`), while the Responses API can.
-- anything else is a HistoryError naming the item's index.
+So each item is rewritten into the one shape both modes accept, and what a real
+conversation breaks is repaired (agent_server/tool_pairs.py); only what no conversation
+could produce is a HistoryError, a 400 that names the item. Stdlib only, on purpose, so
+the rules can be read and tested on their own. The rules for each shape are in the code
+below, content_parts.py and tool_pairs.py; docs/history-shapes.md shows every shape real
+clients send and its render (tests/history_catalogue.py).
 """
 
 from __future__ import annotations

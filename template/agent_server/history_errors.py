@@ -12,7 +12,6 @@ class HistoryError(ValueError):
 
     def __init__(self, index: int, reason: str) -> None:
         self.index = index
-        self.reason = reason
         super().__init__(f"input[{index}]: {reason}")
 
 

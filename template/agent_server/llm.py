@@ -32,9 +32,9 @@ from agents import Model, OpenAIChatCompletionsModel, OpenAIResponsesModel
 from openai import AsyncOpenAI
 
 from agent_server import defaults
+from agent_server.history import ApiMode
 
 Provider = Literal["openai", "databricks", "offline"]
-ApiMode = Literal["chat_completions", "responses"]
 
 PROVIDERS: tuple[Provider, ...] = ("openai", "databricks", "offline")
 API_MODES: tuple[ApiMode, ...] = ("chat_completions", "responses")

@@ -1,5 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Parse, check and render /invocations and /responses bodies before MLflow sees them.
+"""What the app refuses before MLflow sees a request: RequestGuard and BrowserGuard.
+
+RequestGuard parses, checks and renders /invocations and /responses bodies.
 
 MLflow's server answers some bad bodies with a 500 (a JSON array, for one) and rejects
 chat-completions history (`role: "tool"`, `tool_calls`) before any handler runs. This ASGI
@@ -17,6 +19,17 @@ JSON nested deeper than 64 levels, a lone surrogate (`"\\ud800"`) and an integer
 than 4300 digits are a 400. Parsing and rendering run in a worker thread, so that a large
 body never holds up other requests, and a client that hangs up stops its request: tools
 and model calls included.
+
+BrowserGuard keeps the web pages a developer visits from driving the agent with the
+developer's keys. The app has no login of its own (Databricks Apps puts one in front of
+it), so three checks stand in for one against browsers:
+- a POST must be `Content-Type: application/json` (415): a page may send `text/plain`
+  to any site without asking first, but never JSON;
+- a browser's `Origin` must be the app's own, or one of ALLOWED_ORIGINS (comma-separated
+  `scheme://host[:port]`), or the request is refused (403);
+- with ALLOWED_HOSTS set (comma-separated host names), any other `Host` is refused (400),
+  which stops DNS rebinding. start-app sets it to the loopback names when it listens on
+  loopback, as it does unless deployed or told otherwise (HOST).
 """
 
 from __future__ import annotations
@@ -30,12 +43,10 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_server import llm
-from agent_server.errors import error_response
+from agent_server.errors import INPUT_SOURCES, error_response
 from agent_server.history import HistoryError, json_type, render_with_sources
 
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
-# Where the guard leaves, for upstream_errors.py, the index of the client's item behind each rendered one.
-INPUT_SOURCES = "agent_server.input_sources"
 MAX_JSON_DEPTH = 64
 
 
@@ -58,6 +69,8 @@ class BadRequest(ValueError):
 
 
 class RequestGuard:
+    """ASGI middleware: a bad /invocations or /responses body gets a 4xx; a good one, its history rendered."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
@@ -216,3 +229,50 @@ async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Re
             raise  # cancelled from outside, not by the client's hang-up
     finally:
         watcher.cancel()
+
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+class BrowserGuard:
+    """ASGI middleware: a request a web page could forge gets a 4xx (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self.refusal(scope)
+            if refusal is not None:
+                await error_response(*refusal)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> tuple[int, str] | None:
+        headers = Headers(scope=scope)
+        host, allowed_hosts = headers.get("host", ""), _listed("ALLOWED_HOSTS")
+        if allowed_hosts and _hostname(host) not in allowed_hosts:
+            return 400, f"Host {host!r} is not one this app answers to; add it to ALLOWED_HOSTS."
+        origin = headers.get("origin")
+        if origin is not None and origin not in (_own_origin(scope, headers), *_listed("ALLOWED_ORIGINS")):
+            return 403, f"Requests from web pages at {origin!r} are refused; add it to ALLOWED_ORIGINS to allow them."
+        media_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if scope["method"] == "POST" and media_type != "application/json":
+            return 415, "The request body must be JSON, sent with 'Content-Type: application/json'."
+        return None
+
+
+def _own_origin(scope: Scope, headers: Headers) -> str:
+    scheme = headers.get("x-forwarded-proto") or scope.get("scheme", "http")
+    return f"{scheme}://{headers.get('x-forwarded-host') or headers.get('host', '')}"
+
+
+def _hostname(host: str) -> str:
+    """`host[:port]` without the port; an IPv6 address keeps its brackets."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.rsplit(":", 1)[0]
+
+
+def _listed(name: str) -> tuple[str, ...]:
+    return tuple(value.strip().rstrip("/") for value in os.environ.get(name, "").split(",") if value.strip())

@@ -18,7 +18,7 @@ import signal
 import sys
 
 from agent_server import llm
-from agent_server.browser_guard import LOOPBACK_HOSTS
+from agent_server.request_guard import LOOPBACK_HOSTS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -548,7 +548,7 @@ SHAPES: list[Shape] = [
             "Both APIs need unique call ids, and openai-agents would skip a call whose id and arguments "
             "match an earlier one. Each output goes to the earliest call with its id that has no output yet, "
             "and each later call with a used id gets a new one, `<id>_<n>`, that no item in the history has. "
-            "(This app's own answers never reuse ids: see agent_server/call_ids.py.)"
+            "(This app's own answers never reuse ids: see agent_server/output_items.py.)"
         ),
         history=[
             user("What time is it?"),

@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Web pages the developer visits cannot drive the agent (agent_server/browser_guard.py)."""
+"""Web pages the developer visits cannot drive the agent (agent_server/request_guard.py, BrowserGuard)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from starlette.responses import JSONResponse
 from support import ServerThread, free_port
 
-from agent_server import agent, llm, request_guard, upstream_errors
+from agent_server import agent, errors, llm, request_guard
 
 HELLO = {"input": [{"role": "user", "content": "Hello"}]}
 
@@ -155,15 +155,15 @@ def test_a_chat_message_index_maps_to_the_item_it_came_from():
         {"role": "assistant", "content": "done"},
         {"role": "user", "content": "thanks"},
     ]
-    failure = upstream_errors.UpstreamFailure(model_input=items, system_messages=1)
+    failure = errors.UpstreamFailure(model_input=items, system_messages=1)
     sources = [10, 11, 12, 13, 14, 15, 16]  # the client's indexes of those items
     # messages: system, user, assistant with both calls, tool, tool, assistant, user
     expected = {"messages.[1].content": "input[10].content", "messages.[2].role": "input[11].role"}
     expected |= {"messages.[4].content": "input[14].content", "messages.[6]": "input[16]"}
     for param, client in expected.items():
-        assert upstream_errors.client_param(param, sources, failure) == client
-    assert upstream_errors.client_param("messages.[0].content", sources, failure) == "messages.[0].content"
-    assert upstream_errors.client_param("model", sources, failure) == "model"
+        assert errors.client_param(param, sources, failure) == client
+    assert errors.client_param("messages.[0].content", sources, failure) == "messages.[0].content"
+    assert errors.client_param("model", sources, failure) == "model"
 
 
 def test_an_unreachable_model_is_a_502(openai_provider):
@@ -192,7 +192,7 @@ def test_a_rate_limited_model_is_a_429_with_its_retry_after(openai_provider):
 
 def test_a_model_that_keeps_calling_tools_is_a_502_that_says_so(app_client, monkeypatch, model_log):
     looping = agent.create_agent().clone(model_settings=ModelSettings(tool_choice="required"), reset_tool_choice=False)
-    monkeypatch.setattr("agent_server.handlers.create_agent", lambda: looping)
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: looping)
     assert_error(app_client.post("/invocations", json=HELLO), 502, "Max turns (10) exceeded")
     assert len(model_log) == 10
 
@@ -228,7 +228,7 @@ def test_a_client_that_hangs_up_stops_its_request(monkeypatch, api_mode, model_l
 
     tool = function_tool(slow_tool, name_override="get_current_time")
     slow = Agent(name="slow", instructions="x", model=llm.model(), tools=[tool])
-    monkeypatch.setattr("agent_server.handlers.create_agent", lambda: slow)
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: slow)
     from agent_server.app import app
 
     with ServerThread(app) as url:

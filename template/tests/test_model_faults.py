@@ -3,7 +3,7 @@
 
 The offline model plays such a server (OFFLINE_MODEL_CALL_IDS). openai-agents alone would fail
 the first tool turn (an empty id is a ModelBehaviorError) or skip a repeated call as already
-run; agent_server/call_ids.py gives each call a fresh id, so every turn answers and the app's
+run; agent_server/output_items.py gives each call a fresh id, so every turn answers and the app's
 output replays in every client shape.
 """
 

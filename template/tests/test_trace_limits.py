@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Local traces stay bounded and private (agent_server/trace_store.py)."""
+"""Local traces stay bounded and private (agent_server/tracing.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import mlflow
 
-from agent_server.trace_store import Limits, preview, prune
+from agent_server.tracing import Limits, preview, prune
 
 LIMITS = Limits(payload_chars=100, max_bytes=3000, max_age_seconds=3600)
 
