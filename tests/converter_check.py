@@ -41,7 +41,7 @@ def main(app: Path) -> None:
     messages_type = TypeAdapter(list[ChatCompletionMessageParam])
     results = {}
     for shape in catalogue.SHAPES:
-        for api in ("chat_completions", "responses"):
+        for api in history.API_MODES:
             if shape.expected(api) is None:
                 continue
             rendered = history.render_history(shape.history, api)

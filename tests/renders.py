@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import copier
@@ -14,13 +17,14 @@ import copier
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template"
 
+API_MODES = ("chat_completions", "responses")  # the app's llm.API_MODES, which these tests cannot import
 # Answer sets that cover every provider and both API modes, with and without CI.
 MATRIX: dict[str, dict[str, Any]] = {
     "defaults": {},
     **{
         f"{provider}-{api}": {"llm_provider": provider, "llm_api": api}
         for provider in ("offline", "openai", "databricks")
-        for api in ("chat_completions", "responses")
+        for api in API_MODES
     },
     "no-ci": {"github_ci": False, "app_name": "support-bot-2"},
 }
@@ -81,3 +85,13 @@ def assert_all_passed(result: subprocess.CompletedProcess) -> None:
     summary = result.stdout.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary), summary
     assert not re.search(r"failed|skipped|xfail|error", summary), summary
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    """A Python file of the template or of a render, imported by path (neither is a package here)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -1,40 +1,30 @@
-"""Start-and-wait helpers for tests that run an app as a real process on a loopback port."""
+"""The generated app's own client and server helpers (template/tests/support.py), for the repo's tests.
+
+One Chat client with one replay rule, one free_port and one wait for a server, for both test trees.
+It is loaded by path: it is the template's file, and no rendered app needs to exist for it.
+"""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
+from typing import Any
+
+from renders import TEMPLATE, load_module
+
+app_support = load_module("app_support", TEMPLATE / "tests" / "support.py")
+
+Chat = app_support.Chat
+free_port = app_support.free_port
+post = app_support.post
+replayed = app_support.replayed
+reply_text = app_support.reply_text
+wait_for_health = app_support.wait_for_health
+wait_until_answering = app_support.wait_until_answering
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def chat_with(url: str, stream: bool, headers: dict[str, str] | None = None) -> Chat:
+    """A Chat with a real server at `url` (model calls can take a while on a loaded machine)."""
+    return Chat(http_client(url, headers), stream)
 
 
-def wait_for_health(url: str, process: subprocess.Popen, timeout: float = 120) -> None:
-    """Wait until `url`/health answers; fail with the process's output if it exits first."""
-    wait_until_answering(f"{url}/health", process, timeout)
-
-
-def wait_until_answering(
-    url: str, process: subprocess.Popen, timeout: float = 120, output: Callable[[], str] | None = None
-) -> None:
-    """Wait until a GET of `url` answers at all; fail with the process's output if it exits first.
-
-    `output` reads that output when the process writes it to a file rather than a pipe.
-    """
-    read_output = output or (lambda: process.communicate()[0])
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"{process.args} exited ({process.returncode}):\n{read_output()}"
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.3)
-    raise AssertionError(f"{process.args} did not answer on {url} within {timeout}s:\n{output() if output else ''}")
+def http_client(url: str, headers: dict[str, str] | None = None) -> Any:
+    return app_support.httpx.Client(base_url=url, headers=headers, timeout=120)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from renders import clean_env, run, uv
+from renders import API_MODES, clean_env, run, uv
 from servers import free_port, wait_for_health
 
 CLIENT = Path(__file__).with_name("chat_ui_client")
@@ -33,7 +33,7 @@ AI_SDK_TOOL_ERROR = "Model tried to call unavailable tool 'get_current_time'. No
 pytestmark = pytest.mark.xdist_group("chat-ui-client")
 
 
-@pytest.fixture(scope="module", params=["chat_completions", "responses"])
+@pytest.fixture(scope="module", params=API_MODES)
 def served_app(request, renders) -> Iterator[tuple[str, subprocess.Popen, Path]]:
     """`start-app` on a loopback port; its output goes to a file the test reads afterwards."""
     assert (CLIENT / "node_modules" / "@databricks" / "ai-sdk-provider").is_dir(), "run scripts/test (npm ci)"

@@ -25,7 +25,6 @@ from deploy_support import (
     SDK_EXPIRY_MARGIN,
     TOKEN_LIFETIME,
     USER_TOKEN,
-    Chat,
     Served,
     app_command,
     app_yaml_env,
@@ -33,13 +32,12 @@ from deploy_support import (
     fake_workspace,
     http,
     platform_env,
-    reply,
     runtime_uv,
     sync_env,
     workspace_log,
 )
 from renders import clean_env, run
-from servers import free_port
+from servers import chat_with, free_port, reply_text
 
 # --------------------------------------------------------------------------------------------
 # Rehearsal: the Apps runtime, offline
@@ -82,11 +80,11 @@ def serving_calls(log: list[dict]) -> list[dict]:
 
 
 def chat_with_a_tool_turn(url: str, stream: bool, headers: dict[str, str] | None = None) -> None:
-    chat = Chat(url, stream, headers)
-    assert "I saw 1 user, 0 assistant and 0 tool turns" in reply(chat.send("Hello"))
+    chat = chat_with(url, stream, headers)
+    assert "I saw 1 user, 0 assistant and 0 tool turns" in reply_text(chat.send("Hello"))
     items = chat.send("What time is it?")
     assert [item["type"] for item in items] == ["function_call", "function_call_output", "message"]
-    assert "I saw 3 user, 2 assistant and 1 tool turns" in reply(chat.send("Thanks"))
+    assert "I saw 3 user, 2 assistant and 1 tool turns" in reply_text(chat.send("Thanks"))
 
 
 @pytest.mark.xdist_group("deploy")
@@ -163,7 +161,8 @@ def test_rehearsal_refuses_the_offline_model_unless_told_to(runtime, tmp_path):
 
     port = free_port()
     with start_app(runtime, tmp_path, port, LLM_PROVIDER="offline", LLM_ALLOW_OFFLINE="true"):
-        assert reply(Chat(f"http://127.0.0.1:{port}", stream=False).send("Hello")).startswith("Offline model:")
+        answer = chat_with(f"http://127.0.0.1:{port}", stream=False).send("Hello")
+        assert reply_text(answer).startswith("Offline model:")
 
 
 @pytest.mark.xdist_group("deploy")
@@ -259,4 +258,4 @@ def test_the_dockerfile_installs_and_starts_as_plain_commands(renders, tmp_path,
     env["LLM_ALLOW_OFFLINE"] = "true"
     with Served(command, env, folder, f"http://127.0.0.1:{port}/health", tmp_path / "served.log"):
         run(health, cwd=folder, env=env)  # the HEALTHCHECK command exits 0
-        assert reply(Chat(f"http://127.0.0.1:{port}", stream=True).send("Hello")).startswith("Offline model:")
+        assert reply_text(chat_with(f"http://127.0.0.1:{port}", stream=True).send("Hello")).startswith("Offline model:")

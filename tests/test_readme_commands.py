@@ -5,16 +5,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import urllib.error
-import urllib.request
 
 import pytest
-from renders import ROOT, clean_env
-from servers import free_port, wait_for_health
+from renders import API_MODES, ROOT, clean_env
+from servers import free_port, http_client, post, replayed, reply_text, wait_for_health
 
 README = (ROOT / "README.md").read_text()
 
@@ -25,17 +22,8 @@ def test_readme_names_the_two_commands():
     assert (ROOT / ".ci" / "run").read_text().rstrip().endswith("exec scripts/test")
 
 
-def post(url: str, body: dict) -> tuple[int, str]:
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 @pytest.mark.xdist_group("demo")
-@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+@pytest.mark.parametrize("api", API_MODES)
 def test_demo_serves_second_and_third_prompts(tmp_path, api):
     port = free_port()
     env = clean_env(PORT=str(port), LLM_API=api, HOME=os.environ.get("HOME", str(tmp_path)))
@@ -52,17 +40,12 @@ def test_demo_serves_second_and_third_prompts(tmp_path, api):
         url = f"http://127.0.0.1:{port}"
         wait_for_health(url, process, timeout=300)  # the first run installs the app
         history = [{"role": "user", "content": "Hello"}]
-        for turn in (1, 2, 3):
-            for stream in (False, True):
-                status, body = post(f"{url}/invocations", {"input": history, "stream": stream})
-                assert status == 200, body
-                assert f"I saw {turn} user, {turn - 1} assistant and 0 tool turns" in body
-            # Replay the answer the way chat UIs do: an id-less output_text message.
-            reply = json.loads(post(f"{url}/invocations", {"input": history})[1])["output"][-1]["content"][0]["text"]
-            history += [
-                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": reply}]},
-                {"role": "user", "content": f"Turn {turn + 1}"},
-            ]
+        with http_client(url) as client:
+            for turn in (1, 2, 3):
+                for stream in (False, True):
+                    items = post(client, history, stream)
+                    assert f"I saw {turn} user, {turn - 1} assistant and 0 tool turns" in reply_text(items)
+                history += [*replayed(items, "chat_ui"), {"role": "user", "content": f"Turn {turn + 1}"}]
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)

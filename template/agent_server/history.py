@@ -31,6 +31,7 @@ from agent_server.history_errors import HistoryError, json_type, show
 from agent_server.tool_pairs import INTERRUPTED_CALL_OUTPUT, Rendered, pair_calls_with_outputs
 
 __all__ = [
+    "API_MODES",
     "INTERRUPTED_CALL_OUTPUT",
     "ApiMode",
     "HistoryError",
@@ -43,6 +44,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ApiMode = Literal["chat_completions", "responses"]
+API_MODES: tuple[ApiMode, ...] = ("chat_completions", "responses")
 
 # Items that point at state held by the Responses API; MLflow's request model rejects them.
 SERVER_STATE_TYPES = ("compaction", "item_reference")

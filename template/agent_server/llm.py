@@ -32,12 +32,11 @@ from agents import Model, OpenAIChatCompletionsModel, OpenAIResponsesModel
 from openai import AsyncOpenAI
 
 from agent_server import defaults
-from agent_server.history import ApiMode
+from agent_server.history import API_MODES, ApiMode
 
 Provider = Literal["openai", "databricks", "offline"]
 
 PROVIDERS: tuple[Provider, ...] = ("openai", "databricks", "offline")
-API_MODES: tuple[ApiMode, ...] = ("chat_completions", "responses")
 DEFAULTS = {"LLM_PROVIDER": defaults.LLM_PROVIDER, "LLM_MODEL": defaults.LLM_MODEL, "LLM_API": defaults.LLM_API}
 
 

@@ -11,8 +11,6 @@ from fastapi.testclient import TestClient
 
 from agent_server import llm
 
-API_MODES = list(llm.API_MODES)
-
 
 @pytest.fixture(scope="session", autouse=True)
 def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -28,7 +26,7 @@ def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield uri
 
 
-@pytest.fixture(params=API_MODES)
+@pytest.fixture(params=llm.API_MODES)
 def api_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("LLM_PROVIDER", "offline")
     monkeypatch.setenv("LLM_MODEL", "offline")

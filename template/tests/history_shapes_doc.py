@@ -13,6 +13,8 @@ from typing import Any
 
 from history_catalogue import SHAPES, Shape
 
+from agent_server.history import API_MODES
+
 HEADER = (
     "<!-- Owned by the template: changes here are overwritten by `copier update`. Generated from "
     "tests/history_catalogue.py: edit that file, then run `uv run python tests/history_shapes_doc.py > "
@@ -59,7 +61,7 @@ def _json_block(items: list[dict[str, Any]]) -> str:
 
 def _section(shape: Shape) -> str:
     parts = [f"### `{shape.name}`", f"*{shape.client}.* {shape.note}", "**Sent**", _json_block(shape.history)]
-    renders = {api: shape.expected(api) for api in ("chat_completions", "responses")}
+    renders = {api: shape.expected(api) for api in API_MODES}
     if renders["chat_completions"] == renders["responses"] and renders["responses"] is not None:
         parts += ["**Rendered**, in both API modes", _json_block(renders["responses"])]
     else:

@@ -1,23 +1,30 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Talk to the app the way clients do: post history, read output items, replay them."""
+"""Talk to the app the way clients do: post history, read output items, replay them; and start
+servers on loopback ports and wait for them. The template's own repo tests use these too."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
-from fastapi.testclient import TestClient
 
 
 class Chat:
-    """A client that keeps history the way chat UIs do, and talks to /invocations."""
+    """A client that keeps history the way chat UIs do, and talks to /invocations.
 
-    def __init__(self, client: TestClient, stream: bool) -> None:
+    `client` is an httpx.Client with the app's base URL: a FastAPI TestClient, or one for a real server.
+    """
+
+    def __init__(self, client: httpx.Client, stream: bool) -> None:
         self.client = client
         self.stream = stream
         self.history: list[dict[str, Any]] = []
@@ -30,7 +37,7 @@ class Chat:
         return items
 
 
-def post(client: TestClient, history: list[dict[str, Any]], stream: bool) -> list[dict[str, Any]]:
+def post(client: httpx.Client, history: list[dict[str, Any]], stream: bool) -> list[dict[str, Any]]:
     """POST /invocations and return the output items, streaming or not."""
     response = client.post("/invocations", json={"input": history, "stream": stream})
     assert response.status_code == 200, response.text
@@ -130,20 +137,66 @@ class ServerThread:
         self.thread.join(timeout=10)
 
 
+START_APP = str(Path(sys.executable).with_name("start-app"))
+
+
+def app_env(**values: str) -> dict[str, str]:
+    """This environment without model, Databricks or MLflow settings, plus `values`."""
+    prefixes = ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_")
+    keep = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
+    return {**keep, "HOME": os.environ.get("HOME", "/tmp"), **values}
+
+
+class StartedApp:
+    """`start-app` as a platform runs it: a real process on a free loopback port, stopped on exit.
+
+    Entering gives the app's URL once /health answers; `output` is what the process printed.
+    """
+
+    def __init__(self, env: dict[str, str], port_flag: bool = True) -> None:
+        self.port = free_port()
+        self.args = [START_APP, "--port", str(self.port)] if port_flag else [START_APP]
+        self.env = env if port_flag else {**env, "DATABRICKS_APP_PORT": str(self.port)}
+        self.output = ""
+
+    def __enter__(self) -> str:
+        self.process = subprocess.Popen(
+            self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        url = f"http://127.0.0.1:{self.port}"
+        wait_for_health(url, self.process)
+        return url
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.output, _ = self.process.communicate(timeout=120)  # the flush of queued traces is bounded
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def wait_for_health(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
+def wait_for_health(url: str, process: subprocess.Popen, timeout: float = 120) -> None:
     """Wait until `url`/health answers; fail with the process's output if it exits first."""
+    wait_until_answering(f"{url}/health", process, timeout)
+
+
+def wait_until_answering(
+    url: str, process: subprocess.Popen, timeout: float = 120, output: Callable[[], str] | None = None
+) -> None:
+    """Wait until a GET of `url` answers at all; fail with the process's output if it exits first.
+
+    `output` reads that output when the process writes it to a file rather than a pipe.
+    """
+    read_output = output or (lambda: process.communicate()[0])
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0]
+        assert process.poll() is None, f"{process.args} exited ({process.returncode}):\n{read_output()}"
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
+            httpx.get(url, timeout=2)
+            return
         except httpx.TransportError:
             time.sleep(0.2)
-    raise AssertionError(f"nothing answered on {url}/health within {timeout}s")
+    raise AssertionError(f"{process.args} did not answer on {url} within {timeout}s:\n{output() if output else ''}")

@@ -24,6 +24,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from agent_server.history import API_MODES
 from agent_server.offline import create_offline_app, offline_client
 
 CHAT = "/v1/chat/completions"
@@ -333,7 +334,7 @@ def test_request_log_keeps_only_the_newest_requests(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
-@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+@pytest.mark.parametrize("api", API_MODES)
 def test_agents_sdk_calls_the_tool_and_answers_with_its_output(api: str, streamed: bool) -> None:
     calls: list[str] = []
 

@@ -11,11 +11,12 @@ import pytest
 from fastapi.testclient import TestClient
 from support import Chat, ServerThread, reply_text
 
+from agent_server.history import API_MODES
 from agent_server.offline import create_offline_app
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
-@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+@pytest.mark.parametrize("api", API_MODES)
 def test_multi_turn_chat_with_a_tool_turn(monkeypatch, api, stream):
     server_app = create_offline_app()
     with ServerThread(server_app) as url:

@@ -4,51 +4,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
-from support import free_port, wait_for_health
+from support import START_APP, StartedApp, app_env, free_port
 
 from agent_server import start_server
-
-START_APP = str(Path(sys.executable).with_name("start-app"))
-
-
-def app_env(**values: str) -> dict[str, str]:
-    keep = {key: value for key, value in os.environ.items() if not key.startswith(("LLM_", "OPENAI_", "DATABRICKS_"))}
-    return {**keep, "HOME": os.environ.get("HOME", "/tmp"), **values}
-
-
-@pytest.mark.parametrize("how", ["--port", "DATABRICKS_APP_PORT"])
-def test_serves_a_multi_turn_chat(how):
-    port = free_port()
-    args, env = [START_APP], app_env(LLM_PROVIDER="offline")
-    if how == "--port":
-        args += ["--port", str(port)]
-    else:
-        env["DATABRICKS_APP_PORT"] = str(port)
-    process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_for_health(url, process)
-        history = [
-            {"role": "user", "content": "Hello"},
-            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi!"}]},
-            {"role": "user", "content": "And again"},
-        ]
-        for stream in (False, True):
-            response = httpx.post(f"{url}/invocations", json={"input": history, "stream": stream}, timeout=60)
-            assert response.status_code == 200, response.text
-            assert "I saw 2 user, 1 assistant and 0 tool turns" in response.text
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @pytest.mark.parametrize(
@@ -106,17 +70,7 @@ def test_health_answers_while_the_largest_allowed_request_is_served():
     """No request holds the event loop: parsing, rendering and the offline model's checks run in threads."""
     from agent_server.request_guard import MAX_INPUT_CHARS, MAX_INPUT_ITEMS
 
-    port = free_port()
-    process = subprocess.Popen(
-        [START_APP, "--port", str(port)],
-        env=app_env(LLM_PROVIDER="offline"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_for_health(url, process)
+    with StartedApp(app_env(LLM_PROVIDER="offline")) as url:
         text = "x" * (MAX_INPUT_CHARS // MAX_INPUT_ITEMS - 40)  # leaves room for the keys
         items = [{"role": ("user", "assistant")[i % 2], "content": text} for i in range(MAX_INPUT_ITEMS - 1)]
         # Encoded up front: the sending thread must not hold this process's GIL while /health is timed.
@@ -137,9 +91,6 @@ def test_health_answers_while_the_largest_allowed_request_is_served():
                 waits.append(time.monotonic() - started)
                 time.sleep(0.05)
         sender.join()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
     assert results and results[0].status_code == 200, results and results[0].text
     assert len(waits) >= 3, "the request was over before it could be measured"
     assert max(waits) < 0.5, f"/health waited {max(waits):.2f} s while the largest request ran"

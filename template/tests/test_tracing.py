@@ -4,19 +4,14 @@ that cannot be reached never fails a request."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+import json
 
 import httpx
 import mlflow
 import pytest
-from support import Chat, free_port, wait_for_health
+from support import Chat, StartedApp, app_env, free_port, reply_text
 
 from agent_server.tracing import BOUNDED_EXPORT, LOCAL_STORE, tracing_environment
-
-START_APP = str(Path(sys.executable).with_name("start-app"))
 
 
 def test_local_store_and_bounded_async_export_by_default():
@@ -50,22 +45,11 @@ def test_a_request_is_one_trace_with_the_agent_run_and_tool_call_inside(app_clie
 
 def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
     """Export is asynchronous and bounded: requests answer, and the app still stops when asked."""
-    port = free_port()
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    keep = {key: value for key, value in os.environ.items() if not key.startswith(("LLM_", "MLFLOW_", "DATABRICKS_"))}
-    env = {**keep, "LLM_PROVIDER": "offline", "MLFLOW_TRACKING_URI": dead, "HOME": str(tmp_path)}
-    process = subprocess.Popen(
-        [START_APP, "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_for_health(url, process)
-        history = [{"role": "user", "content": "What time is it?"}]
-        for stream in (False, True, False):
-            response = httpx.post(f"{url}/invocations", json={"input": history, "stream": stream}, timeout=60)
-            assert response.status_code == 200, response.text
-            assert "get_current_time" in response.text
-    finally:
-        process.terminate()
-        output, _ = process.communicate(timeout=120)  # bounded retries: the flush at exit ends
-    assert dead in output, output  # export was tried (and failed) while the requests went through
+    started = StartedApp(app_env(LLM_PROVIDER="offline", MLFLOW_TRACKING_URI=dead, HOME=str(tmp_path)))
+    with started as url, httpx.Client(base_url=url, timeout=60) as client:
+        chat = Chat(client, stream=False)
+        for chat.stream in (False, True, False):  # one conversation, its turns sent both ways
+            assert "get_current_time" in json.dumps(chat.send("What time is it?"))
+        assert "I saw 4 user, 3 assistant and 3 tool turns" in reply_text(chat.send("Thanks"))
+    assert dead in started.output, started.output  # export was tried (and failed) while the requests went through
