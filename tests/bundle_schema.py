@@ -71,16 +71,6 @@ def validate(text: str) -> dict[str, dict[str, dict[str, Any]]]:
     return {name: _target(config, name, target) for name, target in targets.items()}
 
 
-def app_config(text: str, target: str | None = None) -> dict[str, Any]:
-    """The (only) app's `config`, as the given target (or the top level) deploys it."""
-    config = load(text)
-    resources = config.get("resources") or {}
-    if target:
-        resources = _merged(resources, (config["targets"][target] or {}).get("resources") or {})
-    [app] = resources["apps"].values()
-    return app["config"]
-
-
 def _target(config: dict[str, Any], name: str, target: dict[str, Any]) -> dict[str, dict[str, Any]]:
     where = f"targets.{name}"
     _keys(target, TARGET_KEYS, where)

@@ -14,6 +14,8 @@ def test_needs_no_trust():
     # there are no migrations yet (tests/test_update.py shows one that needs --trust only across its release).
     assert "_tasks" not in CONFIG
     assert "_jinja_extensions" not in CONFIG
+    # A migration needs a version, a `_stage == 'before'` condition and a CHANGELOG entry that says
+    # --trust (README.md, **Migrations**; tests/test_update.py checks the documented example).
     assert "_migrations" not in CONFIG
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent_server.history import API_MODES
 from agent_server.tool_pairs import output_bound_call_id
 
 UUID_1 = "0b6c9f3e-5d0a-4a8e-9a63-2f1c7f0d7a11"
@@ -41,7 +42,7 @@ class Shape:
     render: list[dict[str, Any]] | None = None
     chat_completions: list[dict[str, Any]] | None = None
     error: str | None = None
-    error_modes: tuple[str, ...] = ("chat_completions", "responses")
+    error_modes: tuple[str, ...] = API_MODES
     group: str = "Clients"
 
     def expected(self, api: str) -> list[dict[str, Any]] | None:
@@ -449,7 +450,7 @@ SHAPES: list[Shape] = [
             "instead of MLflow's validation dump."
         ),
         history=[{"type": "compaction", "encrypted_content": "gAAAAABo...", "id": "cmp_1"}, user("Go on.")],
-        error="input[0]: a 'compaction' item cannot be replayed here",
+        error="input[0]: a 'compaction' item cannot be replayed here: MLflow",
     ),
     Shape(
         name="item-reference",
@@ -457,7 +458,7 @@ SHAPES: list[Shape] = [
         group="Edge shapes",
         note="The same rule as `compaction`: the referenced item lives in OpenAI's store, not in the request.",
         history=[user("Hello"), {"type": "item_reference", "id": "msg_abc123"}],
-        error="input[1]: a 'item_reference' item cannot be replayed here",
+        error="input[1]: a 'item_reference' item cannot be replayed here: MLflow",
     ),
     Shape(
         name="unknown-item",
