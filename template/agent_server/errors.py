@@ -73,16 +73,26 @@ def error_response(
     return JSONResponse(error_body(status, message, param), status_code=status, headers=dict(headers or {}))
 
 
-class OneErrorShape:
-    """ASGI middleware: every error response leaves in the one shape, whoever answered."""
+class HttpMiddleware:
+    """An ASGI middleware that acts on HTTP requests (`handle`) and passes anything else (lifespan) on."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "http":
+            await self.handle(scope, receive, send)
+        else:
             await self.app(scope, receive, send)
-            return
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class OneErrorShape(HttpMiddleware):
+    """Every error response leaves in the one shape, whoever answered."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, _rewriting(send, _is_json_error, _send_in_shape))
 
 
@@ -218,16 +228,10 @@ def _status_error(error: openai.APIStatusError) -> tuple[int, str, str | None, d
     return status, message, detail.get("param"), {"Retry-After": retry_after} if retry_after else {}
 
 
-class UpstreamErrors:
-    """ASGI middleware: MLflow's 500 for a model failure a handler recorded becomes the status that says why."""
+class UpstreamErrors(HttpMiddleware):
+    """MLflow's 500 for a model failure a handler recorded becomes the status that says why."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         failure = UpstreamFailure()
         _current.set(failure)
         sources = scope.get(INPUT_SOURCES)

@@ -43,7 +43,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_server import llm
-from agent_server.errors import INPUT_SOURCES, error_response
+from agent_server.errors import INPUT_SOURCES, HttpMiddleware, error_response
 from agent_server.history import HistoryError, json_type, render_with_sources
 
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
@@ -68,14 +68,11 @@ class BadRequest(ValueError):
         self.status = status
 
 
-class RequestGuard:
-    """ASGI middleware: a bad /invocations or /responses body gets a 4xx; a good one, its history rendered."""
+class RequestGuard(HttpMiddleware):
+    """A bad /invocations or /responses body gets a 4xx; a good one, its history rendered."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in GUARDED_PATHS:
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST" or scope["path"] not in GUARDED_PATHS:
             await self.app(scope, receive, send)
             return
         try:
@@ -234,19 +231,15 @@ async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Re
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
-class BrowserGuard:
-    """ASGI middleware: a request a web page could forge gets a 4xx (see the module docstring)."""
+class BrowserGuard(HttpMiddleware):
+    """A request a web page could forge gets a 4xx (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refusal = self.refusal(scope)
-            if refusal is not None:
-                await error_response(*refusal)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = self.refusal(scope)
+        if refusal is None:
+            await self.app(scope, receive, send)
+        else:
+            await error_response(*refusal)(scope, receive, send)
 
     def refusal(self, scope: Scope) -> tuple[int, str] | None:
         headers = Headers(scope=scope)
