@@ -146,20 +146,25 @@ def _client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
 def call_limits(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Bounded model calls: the openai client's own 600 s timeout would hold a request for ten minutes."""
     env = os.environ if env is None else env
-    timeout = _positive_number(env, "LLM_TIMEOUT_SECONDS", 120.0)
-    retries = int(_positive_number(env, "LLM_MAX_RETRIES", 2.0, allow_zero=True))
+    timeout = env_number("LLM_TIMEOUT_SECONDS", 120.0, env=env)
+    retries = int(env_number("LLM_MAX_RETRIES", 2.0, allow_zero=True, env=env))
     return {"timeout": httpx.Timeout(timeout, connect=min(10.0, timeout)), "max_retries": retries}
 
 
-def _positive_number(env: Mapping[str, str], name: str, default: float, allow_zero: bool = False) -> float:
-    raw = (env.get(name) or "").strip()
+def env_number(name: str, default: float, allow_zero: bool = False, env: Mapping[str, str] | None = None) -> float:
+    """A positive (or, with allow_zero, non-negative) number setting; unset is `default`.
+
+    The app's one reader of number variables: a bad value is a ConfigurationError, which start-app
+    reports in one line at start-up, never a silent fall back to the default.
+    """
+    raw = ((os.environ if env is None else env).get(name) or "").strip()
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if value < 0 or (value == 0 and not allow_zero):
+    if not value >= 0 or (value == 0 and not allow_zero) or value == float("inf"):
         raise ConfigurationError(f"{name}={raw!r} must be a {'non-negative' if allow_zero else 'positive'} number")
     return value
 

@@ -50,15 +50,11 @@ GUARDED_PATHS = frozenset({"/invocations", "/responses"})
 MAX_JSON_DEPTH = 64
 
 
-def _limit(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else default
-
-
-MAX_BODY_BYTES = _limit("MAX_BODY_BYTES", 16 * 1024 * 1024)
-MAX_INPUT_ITEMS = _limit("MAX_INPUT_ITEMS", 300)  # what an item costs (SDK, MLflow) is what stalls a server
-MAX_INPUT_CHARS = _limit("MAX_INPUT_CHARS", 4_000_000)
-BODY_TIMEOUT_SECONDS = _limit("BODY_TIMEOUT_SECONDS", 30)
+# Read once, at import; start-app imports this module before it serves, so a bad value stops it there.
+MAX_BODY_BYTES = int(llm.env_number("MAX_BODY_BYTES", 16 * 1024 * 1024))
+MAX_INPUT_ITEMS = int(llm.env_number("MAX_INPUT_ITEMS", 300))  # what an item costs (SDK, MLflow) stalls a server
+MAX_INPUT_CHARS = int(llm.env_number("MAX_INPUT_CHARS", 4_000_000))
+BODY_TIMEOUT_SECONDS = llm.env_number("BODY_TIMEOUT_SECONDS", 30)
 
 
 class BadRequest(ValueError):
@@ -176,7 +172,8 @@ async def _read_body(receive: Receive) -> bytes:
         try:
             message = await asyncio.wait_for(receive(), timeout=BODY_TIMEOUT_SECONDS)
         except TimeoutError:
-            raise BadRequest(f"The request body did not arrive within {BODY_TIMEOUT_SECONDS} s.", status=408) from None
+            late = f"The request body did not arrive within {BODY_TIMEOUT_SECONDS:g} s."
+            raise BadRequest(late, status=408) from None
         if message["type"] == "http.disconnect":
             break
         chunk = message.get("body", b"")
@@ -226,9 +223,6 @@ async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Re
             raise  # cancelled from outside, not by the client's hang-up
     finally:
         watcher.cancel()
-
-
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 class BrowserGuard(HttpMiddleware):

@@ -18,7 +18,8 @@ import signal
 import sys
 
 from agent_server import llm
-from agent_server.request_guard import LOOPBACK_HOSTS
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,6 +53,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     try:
         current = llm.check_configuration()
+        # Their number settings (limits) are read as they load: a bad one stops start-app here, in one line.
+        from agent_server import request_guard, tracing  # noqa: F401
+
+        tracing.Limits.from_env()
     except llm.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
     if args.host in ("127.0.0.1", "localhost", "::1") and not os.environ.get("ALLOWED_HOSTS"):

@@ -116,14 +116,13 @@ class Limits:
 
     @classmethod
     def from_env(cls) -> Limits:
-        def number(name: str, default: float) -> float:
-            raw = os.environ.get(name, "").strip()
-            return float(raw) if raw.replace(".", "", 1).isdigit() and float(raw) > 0 else default
+        """The limits the environment sets; a bad value is llm.ConfigurationError (start-app checks at start-up)."""
+        from agent_server.llm import env_number
 
         return cls(
-            payload_chars=int(number("TRACE_PAYLOAD_MAX_CHARS", 20_000)),
-            max_bytes=int(number("TRACES_MAX_MB", 200) * 1024 * 1024),
-            max_age_seconds=number("TRACES_MAX_AGE_DAYS", 7) * 86400,
+            payload_chars=int(env_number("TRACE_PAYLOAD_MAX_CHARS", 20_000)),
+            max_bytes=int(env_number("TRACES_MAX_MB", 200) * 1024 * 1024),
+            max_age_seconds=env_number("TRACES_MAX_AGE_DAYS", 7) * 86400,
         )
 
 

@@ -66,6 +66,18 @@ def test_a_bad_port_is_a_one_line_error(name, value):
     assert result.stderr.strip() == f"start-app: {name}: {value!r} is not a port number (1 to 65535)"
 
 
+@pytest.mark.parametrize(
+    ("name", "value"), [("MAX_INPUT_ITEMS", "many"), ("TRACES_MAX_MB", "-1"), ("LLM_TIMEOUT_SECONDS", "0")]
+)
+def test_a_bad_number_setting_is_a_one_line_error(name, value):
+    """Every number variable is read by llm.env_number: never a silent fall back to the default."""
+    env = app_env(LLM_PROVIDER="offline", **{name: value})
+    args = [START_APP, "--port", str(free_port())]
+    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert result.stderr.strip() == f"start-app: {name}={value!r} must be a positive number"
+
+
 def test_health_answers_while_the_largest_allowed_request_is_served():
     """No request holds the event loop: parsing, rendering and the offline model's checks run in threads."""
     from agent_server.request_guard import MAX_INPUT_CHARS, MAX_INPUT_ITEMS
