@@ -9,13 +9,16 @@ MLflow's server and the handlers.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from fastapi.responses import HTMLResponse
 from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
-from agent_server import tracing
+from agent_server import agent, mcp_servers, tracing
 from agent_server.errors import OneErrorShape, UpstreamErrors
 from agent_server.request_guard import BrowserGuard, RequestGuard
 
@@ -29,6 +32,22 @@ app.add_middleware(UpstreamErrors)
 app.add_middleware(RequestGuard)
 app.add_middleware(BrowserGuard)
 app.add_middleware(OneErrorShape)
+
+_serve = app.router.lifespan_context
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
+    """MLflow's own start-up and shutdown, with the MCP servers' connections opened and closed inside it."""
+    async with _serve(served_app) as state:
+        await mcp_servers.open_connections(mcp_servers.declared(agent))
+        try:
+            yield state
+        finally:
+            await mcp_servers.close_connections()
+
+
+app.router.lifespan_context = _lifespan
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

@@ -7,13 +7,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import Runner
+from agents import Agent, Runner
 from agents.items import MessageOutputItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import agent, errors, llm
+from agent_server import agent, errors, llm, mcp_servers
 from agent_server.history import render_history
 from agent_server.output_items import ReplayableOutput, replayable_id, with_unique_call_ids
 
@@ -39,10 +39,17 @@ def customize_history(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items if hook is None else hook(items)
 
 
+def for_this_request(owners_agent: Agent) -> Agent:
+    """The owner's agent with the MCP servers that are up now, and tool call ids made unique."""
+    if servers := mcp_servers.active_servers():
+        owners_agent = owners_agent.clone(mcp_servers=[*owners_agent.mcp_servers, *servers])
+    return with_unique_call_ids(owners_agent)
+
+
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
-    owners_agent = with_unique_call_ids(agent.create_agent())
+    owners_agent = for_this_request(agent.create_agent())
     errors.record_input(history, has_instructions=owners_agent.instructions is not None)
     try:
         result = await Runner.run(owners_agent, history)
@@ -57,7 +64,7 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
-    result = Runner.run_streamed(with_unique_call_ids(agent.create_agent()), input=history)
+    result = Runner.run_streamed(for_this_request(agent.create_agent()), input=history)
     output = ReplayableOutput()
     message_id = replayable_id("message", None)
     async for event in result.stream_events():

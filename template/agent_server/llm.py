@@ -83,7 +83,7 @@ def check_configuration(env: Mapping[str, str] | None = None) -> LLMSettings:
             "To try the app without credentials, set LLM_PROVIDER=offline."
         )
     if current.provider == "databricks":
-        _databricks_config()
+        databricks_config()
     if current.provider == "offline":
         refuse_offline_when_deployed(env)
     call_limits(env)  # a bad LLM_TIMEOUT_SECONDS or LLM_MAX_RETRIES fails here, at start-up
@@ -131,7 +131,7 @@ def _client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
         refuse_offline_when_deployed(os.environ)  # also when the app is served without start-app
         return offline_client(offline_app())
     if provider == "databricks":
-        config = _databricks_config()
+        config = databricks_config()
         return AsyncOpenAI(
             base_url=f"{config.host.rstrip('/')}/serving-endpoints",
             api_key="set-per-request",  # replaced by DatabricksAuth on every request
@@ -186,7 +186,8 @@ def offline_app() -> Any:
     return create_offline_app()
 
 
-def _databricks_config() -> Any:
+def databricks_config() -> Any:
+    """The workspace and credentials from the environment, checked by authenticating (databricks-sdk refreshes them)."""
     from databricks.sdk.core import Config
 
     try:

@@ -54,9 +54,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         current = llm.check_configuration()
         # Their number settings (limits) are read as they load: a bad one stops start-app here, in one line.
-        from agent_server import request_guard, tracing  # noqa: F401
+        from agent_server import mcp_servers, request_guard, tracing  # noqa: F401
 
         tracing.Limits.from_env()
+        mcp_servers.Settings.from_env()
+        mcp_servers.from_env()
     except llm.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
     if args.host in ("127.0.0.1", "localhost", "::1") and not os.environ.get("ALLOWED_HOSTS"):

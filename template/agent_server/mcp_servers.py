@@ -1,0 +1,269 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""MCP servers whose tools the agent may call: declared, connected once per process, kept apart when they fail.
+
+Declare servers in agent.py (`MCP_SERVERS = [mcp_servers.uc_functions("main", "tools")]`) or at deploy
+time in the variable MCP_SERVERS, a JSON array of objects with `url` and optional `name`,
+`databricks_auth` (true: the Databricks token the model uses) and `headers_from_env` (header name ->
+the variable holding its value, so no secret is ever written in code or config). Both lists are used.
+
+| variable | what | default |
+|---|---|---|
+| MCP_CONNECT_TIMEOUT_SECONDS | how long connecting to one server may take | 10 |
+| MCP_TIMEOUT_SECONDS | how long one request to a server (a tool call, its tool list) may take | 30 |
+| MCP_TOOLS_TTL_SECONDS | how long a server's tool list is cached | 300 |
+| MCP_RETRY_SECONDS | how often servers that are down, or dropped, are connected again | 30 |
+| MCP_MAX_OUTPUT_CHARS | a tool output longer than this is cut, and says so | 20000 |
+
+Connections open when the app starts and close when it stops. A server that cannot be reached, is
+too slow, or refuses the credentials is left out of requests (a warning in the log) until a retry
+connects it; the other servers and the turns that need no tool keep working. A tool call that fails
+is an error output the model reads, never a failed request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+from agents.mcp import MCPServer, MCPServerManager, MCPServerStreamableHttp
+
+from agent_server import llm
+
+logger = logging.getLogger(__name__)
+
+SPEC_KEYS = {"url", "name", "databricks_auth", "headers_from_env"}
+
+
+@dataclass(frozen=True)
+class McpServerSpec:
+    """One MCP server: a full URL, or a path on the Databricks workspace (with databricks_auth)."""
+
+    url: str
+    name: str | None = None
+    databricks_auth: bool = False
+    headers_from_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.url
+
+
+def uc_functions(catalog: str, schema: str) -> McpServerSpec:
+    """Unity Catalog functions in `catalog.schema`, as tools (Databricks managed MCP)."""
+    return McpServerSpec(f"/api/2.0/mcp/functions/{catalog}/{schema}", f"uc-{catalog}-{schema}", databricks_auth=True)
+
+
+def vector_search(catalog: str, schema: str) -> McpServerSpec:
+    """The Vector Search indexes in `catalog.schema` (Databricks managed MCP)."""
+    return McpServerSpec(f"/api/2.0/mcp/vector-search/{catalog}/{schema}", f"vs-{catalog}-{schema}", True)
+
+
+def genie(space_id: str) -> McpServerSpec:
+    """A Genie space (Databricks managed MCP)."""
+    return McpServerSpec(f"/api/2.0/mcp/genie/{space_id}", f"genie-{space_id}", databricks_auth=True)
+
+
+def server(url: str, name: str | None = None, headers_from_env: dict[str, str] | None = None) -> McpServerSpec:
+    """Any MCP server reached over streamable HTTP at `url`."""
+    return McpServerSpec(url, name, headers_from_env=dict(headers_from_env or {}))
+
+
+def from_env(env: dict[str, str] | None = None) -> list[McpServerSpec]:
+    """The servers in MCP_SERVERS; a malformed value is llm.ConfigurationError (start-app checks at start-up)."""
+    raw = ((os.environ if env is None else env).get("MCP_SERVERS") or "").strip()
+    if not raw:
+        return []
+    try:
+        entries = json.loads(raw)
+    except ValueError as error:
+        raise llm.ConfigurationError(f"MCP_SERVERS is not JSON: {error}") from None
+    if not isinstance(entries, list):
+        raise llm.ConfigurationError("MCP_SERVERS must be a JSON array of objects with a 'url'")
+    return [_spec(index, entry) for index, entry in enumerate(entries)]
+
+
+def _spec(index: int, entry: Any) -> McpServerSpec:
+    where = f"MCP_SERVERS[{index}]"
+    if not isinstance(entry, dict) or not isinstance(entry.get("url"), str) or not entry["url"].strip():
+        raise llm.ConfigurationError(f"{where} must be an object with a 'url' string")
+    if unknown := set(entry) - SPEC_KEYS:
+        raise llm.ConfigurationError(f"{where} has unknown keys {sorted(unknown)}; known: {sorted(SPEC_KEYS)}")
+    headers = entry.get("headers_from_env") or {}
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        raise llm.ConfigurationError(f"{where}.headers_from_env must map header names to variable names")
+    if not isinstance(entry.get("databricks_auth", False), bool):
+        raise llm.ConfigurationError(f"{where}.databricks_auth must be true or false")
+    name = entry.get("name") if isinstance(entry.get("name"), str) else None
+    return McpServerSpec(entry["url"].strip(), name, entry.get("databricks_auth", False), headers)
+
+
+class DatabricksAuth(httpx2.Auth):
+    """The app's own Databricks token on every MCP request; databricks-sdk refreshes it before it expires."""
+
+    def __init__(self, config: Any) -> None:
+        self._config = config
+
+    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
+        request.headers.update(self._config.authenticate())
+        yield request
+
+
+class CappedOutputServer(MCPServerStreamableHttp):
+    """A streamable-HTTP MCP server whose tool outputs are cut to MCP_MAX_OUTPUT_CHARS, marked as cut."""
+
+    def __init__(self, *args: Any, max_output_chars: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_output_chars = max_output_chars
+
+    async def call_tool(self, tool_name: str, arguments: dict[str, Any] | None, meta: Any = None) -> Any:
+        result = await super().call_tool(tool_name, arguments, meta)
+        budget = self.max_output_chars
+        for part in result.content:
+            text = getattr(part, "text", None)
+            if isinstance(text, str):
+                if len(text) > budget:
+                    note = f"[cut: the tool returned {len(text)} characters; MCP_MAX_OUTPUT_CHARS]"
+                    part.text = f"{text[:budget]}\n{note}"
+                budget = max(0, budget - len(text))
+        return result
+
+
+@dataclass
+class Settings:
+    connect_timeout: float
+    timeout: float
+    tools_ttl: float
+    retry_every: float
+    max_output_chars: int
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(
+            connect_timeout=llm.env_number("MCP_CONNECT_TIMEOUT_SECONDS", 10),
+            timeout=llm.env_number("MCP_TIMEOUT_SECONDS", 30),
+            tools_ttl=llm.env_number("MCP_TOOLS_TTL_SECONDS", 300),
+            retry_every=llm.env_number("MCP_RETRY_SECONDS", 30),
+            max_output_chars=int(llm.env_number("MCP_MAX_OUTPUT_CHARS", 20_000)),
+        )
+
+
+class McpConnections:
+    """The process's MCP connections: opened at start-up, retried while down or dropped, closed at shutdown."""
+
+    def __init__(self, specs: Iterable[McpServerSpec], settings: Settings | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        self.servers = [self._server(spec) for spec in specs]
+        self.manager = MCPServerManager(
+            self.servers, connect_timeout_seconds=self.settings.connect_timeout, connect_in_parallel=True
+        )
+        self.dropped: set[MCPServer] = set()  # a call to it failed: left out until it reconnects
+        self.tools_listed_at = time.monotonic()
+        self._retrying: asyncio.Task[None] | None = None
+
+    def _server(self, spec: McpServerSpec) -> MCPServer:
+        headers = {header: os.environ.get(variable, "") for header, variable in spec.headers_from_env.items()}
+        url, auth = spec.url, None
+        if spec.databricks_auth:
+            config = llm.databricks_config()
+            url = f"{config.host.rstrip('/')}{spec.url}" if spec.url.startswith("/") else spec.url
+            auth = DatabricksAuth(config)
+        params: dict[str, Any] = {"url": url, "headers": headers, "timeout": self.settings.timeout}
+        if auth is not None:
+            params["auth"] = auth
+        server_ref: list[MCPServer] = []
+
+        def tool_failed(context: Any, error: Exception) -> str:
+            # Called for a call that raised (no connection, a timeout), not for a tool that reported an error.
+            logger.warning("MCP server %s failed a tool call, left out until it reconnects: %s", spec.label, error)
+            self.dropped.add(server_ref[0])
+            return f"Error: the tool's server ({spec.label}) did not answer: {error}"
+
+        created = CappedOutputServer(
+            params,  # type: ignore[arg-type]
+            name=spec.label,
+            cache_tools_list=True,
+            client_session_timeout_seconds=self.settings.timeout,
+            failure_error_function=tool_failed,
+            max_output_chars=self.settings.max_output_chars,
+        )
+        server_ref.append(created)
+        return created
+
+    async def start(self) -> None:
+        await self.manager.__aenter__()
+        self._report()
+        self._retrying = asyncio.create_task(self._keep_connected(), name="mcp-retry")
+
+    def active(self) -> list[MCPServer]:
+        """The servers a request may use now: connected, and not dropped since."""
+        if time.monotonic() - self.tools_listed_at > self.settings.tools_ttl:
+            for server in self.servers:
+                server.invalidate_tools_cache()
+            self.tools_listed_at = time.monotonic()
+        return [server for server in self.manager.active_servers if server not in self.dropped]
+
+    async def stop(self) -> None:
+        if self._retrying is not None:
+            self._retrying.cancel()
+        await self.manager.__aexit__(None, None, None)
+
+    async def _keep_connected(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.retry_every)
+            try:
+                await self.retry()
+            except Exception as error:  # a retry that fails leaves things as they were; try again later
+                logger.warning("MCP servers could not be reconnected: %s", error)
+
+    async def retry(self) -> None:
+        """Connect the servers that are down, and the ones a failed call dropped."""
+        if self.dropped:
+            self.dropped.clear()
+            await self.manager.reconnect(failed_only=False)
+        elif self.manager.failed_servers:
+            await self.manager.reconnect(failed_only=True)
+        else:
+            return
+        self._report()
+
+    def _report(self) -> None:
+        for server, error in self.manager.errors.items():
+            logger.warning("MCP server %s is left out of requests until it connects: %s", server.name, error)
+        if self.manager.active_servers:
+            logger.info("MCP servers connected: %s", ", ".join(s.name for s in self.manager.active_servers))
+
+
+_connections: McpConnections | None = None
+
+
+def declared(agent_module: Any) -> list[McpServerSpec]:
+    """The servers agent.py declares (its optional MCP_SERVERS list), then those in the variable MCP_SERVERS."""
+    return [*getattr(agent_module, "MCP_SERVERS", []), *from_env()]
+
+
+async def open_connections(specs: list[McpServerSpec]) -> None:
+    """At start-up: connect the declared servers (none declared: nothing to do)."""
+    global _connections
+    if specs:
+        _connections = McpConnections(specs)
+        await _connections.start()
+
+
+async def close_connections() -> None:
+    """At shutdown."""
+    global _connections
+    if _connections is not None:
+        await _connections.stop()
+        _connections = None
+
+
+def active_servers() -> list[MCPServer]:
+    """The MCP servers a request may use now."""
+    return [] if _connections is None else _connections.active()

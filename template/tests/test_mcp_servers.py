@@ -1,0 +1,174 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""MCP tools (agent_server/mcp_servers.py) against a real MCP server on a loopback port.
+
+The server is built with the `mcp` package's own server side (2.x, streamable HTTP) and has a fast
+tool, a slow one, one that raises and one with a huge output. The offline model calls a tool whose
+name the user's turn says, with no arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from mcp.server.mcpserver import MCPServer as ToolServer
+from support import START_APP, Chat, ServerThread, app_env, free_port, reply_text
+
+from agent_server import mcp_servers
+
+MANAGED_PATH = "/api/2.0/mcp/functions/main/tools"
+
+
+def tool_server(path: str = "/mcp") -> tuple[Any, list[dict[str, str]]]:
+    """A streamable-HTTP MCP app at `path`, and the path and headers of every request it gets."""
+    tools = ToolServer("tools")
+    seen: list[dict[str, str]] = []
+
+    @tools.tool()
+    def lookup_weather(city: str = "Paris") -> str:
+        """The weather in a city."""
+        return f"Sunny in {city}"
+
+    @tools.tool()
+    async def slow_lookup() -> str:
+        """Answers after three seconds."""
+        await asyncio.sleep(3)
+        return "late"
+
+    @tools.tool()
+    def explode() -> str:
+        """Always fails."""
+        raise RuntimeError("the tool broke")
+
+    @tools.tool()
+    def huge_report() -> str:
+        """A very long text."""
+        return "x" * 50_000
+
+    app = tools.streamable_http_app(streamable_http_path=path)
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append({"path": scope["path"], **{key.decode(): value.decode() for key, value in scope["headers"]}})
+        await app(scope, receive, send)
+
+    return recording, seen
+
+
+@pytest.fixture(scope="module")
+def tools_url() -> Iterator[str]:
+    app, _ = tool_server()
+    with ServerThread(app) as url:
+        yield f"{url}/mcp"
+
+
+@pytest.fixture
+def mcp_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tools_url: str) -> None:
+    """MCP_SERVERS naming the tool server (after a server that is down, when asked), and short limits."""
+    servers = [{"name": "tools", "url": tools_url}]
+    if getattr(request, "param", None) == "with_a_server_down":
+        servers.insert(0, {"name": "down", "url": f"http://127.0.0.1:{free_port()}/mcp"})
+    monkeypatch.setenv("MCP_SERVERS", json.dumps(servers))
+    monkeypatch.setenv("MCP_TIMEOUT_SECONDS", "1")
+    monkeypatch.setenv("MCP_CONNECT_TIMEOUT_SECONDS", "3")
+    monkeypatch.setenv("MCP_MAX_OUTPUT_CHARS", "1000")
+
+
+@pytest.fixture
+def mcp_client(mcp_env: None, app_client: TestClient) -> TestClient:
+    """The app, started (so connected to its MCP servers) after mcp_env set them."""
+    return app_client
+
+
+def tool_output(items: list[dict[str, Any]]) -> str:
+    [output] = [item["output"] for item in items if item["type"] == "function_call_output"]
+    return output
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+@pytest.mark.parametrize("replay", ["chat_ui", "chat_completions"])
+def test_a_multi_turn_chat_with_mcp_tool_turns(mcp_client, stream, replay):
+    chat = Chat(mcp_client, stream)
+    chat.send("Hello", replay)
+    items = chat.send("Use lookup_weather, please", replay)
+    assert [item["type"] for item in items] == ["function_call", "function_call_output", "message"]
+    assert items[0]["name"] == "lookup_weather"
+    assert "Sunny in Paris" in tool_output(items)
+    items = chat.send("And lookup_weather again", replay)
+    assert "Sunny in Paris" in tool_output(items)
+    assert "I saw 4 user, 3 assistant and 2 tool turns" in reply_text(chat.send("Thanks", replay))
+
+
+@pytest.mark.parametrize("mcp_env", ["with_a_server_down"], indirect=True)
+def test_a_server_that_is_down_is_left_out_and_the_others_work(mcp_client, caplog):
+    chat = Chat(mcp_client, stream=False)
+    assert "I saw 1 user" in reply_text(chat.send("Hello"))
+    assert "Sunny in Paris" in tool_output(chat.send("Use lookup_weather"))
+    warnings = [record.getMessage() for record in caplog.get_records("setup")]  # logged as the app started
+    assert any(message.startswith("MCP server down is left out") for message in warnings), warnings
+
+
+def test_a_tool_that_raises_is_an_error_output_the_model_reads(mcp_client):
+    items = Chat(mcp_client, stream=True).send("Use explode")
+    assert "explode" in tool_output(items)
+    assert "The tool returned:" in reply_text(items)
+
+
+def test_a_huge_output_is_cut_and_says_so(mcp_client):
+    output = tool_output(Chat(mcp_client, stream=False).send("Use huge_report"))
+    assert len(output) < 2_000
+    assert "[cut: the tool returned 50000 characters; MCP_MAX_OUTPUT_CHARS]" in output
+
+
+def test_a_slow_server_is_an_error_output_then_left_out_until_it_reconnects(mcp_client):
+    chat = Chat(mcp_client, stream=False)
+    assert "did not answer" in tool_output(chat.send("Use slow_lookup"))
+    assert not mcp_servers.active_servers(), "a server whose call failed is left out"
+    assert "I saw" in reply_text(chat.send("Use lookup_weather")), "the turn still answers, without the tool"
+    mcp_client.portal.call(mcp_servers._connections.retry)  # what the retry loop does every MCP_RETRY_SECONDS
+    assert "Sunny in Paris" in tool_output(chat.send("Use lookup_weather"))
+
+
+def test_databricks_managed_servers_get_the_apps_token(monkeypatch):
+    app, seen = tool_server(MANAGED_PATH)
+    with ServerThread(app) as workspace:
+        monkeypatch.setenv("DATABRICKS_HOST", workspace)
+        monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-test-token")
+        spec = mcp_servers.uc_functions("main", "tools")
+        assert spec.url == MANAGED_PATH and spec.databricks_auth
+
+        async def call() -> str:
+            connections = mcp_servers.McpConnections([spec])
+            await connections.start()
+            try:
+                [server] = connections.active()
+                result = await server.call_tool("lookup_weather", {"city": "Oslo"})
+                return result.content[0].text
+            finally:
+                await connections.stop()
+
+        assert asyncio.run(call()) == "Sunny in Oslo"
+    mcp_requests = [headers for headers in seen if headers["path"] == MANAGED_PATH]
+    assert mcp_requests and all(headers.get("authorization") == "Bearer dapi-test-token" for headers in mcp_requests)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("not json", "MCP_SERVERS is not JSON"),
+        ('{"url": "http://x"}', "MCP_SERVERS must be a JSON array"),
+        ('[{"name": "x"}]', "MCP_SERVERS[0] must be an object with a 'url' string"),
+        ('[{"url": "http://x", "token": "secret"}]', "MCP_SERVERS[0] has unknown keys ['token']"),
+    ],
+)
+def test_a_malformed_mcp_servers_is_a_one_line_error_at_start_up(value, message):
+    env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=value)
+    args = [START_APP, "--port", str(free_port())]
+    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert result.stderr.strip().startswith(f"start-app: {message}"), result.stderr
