@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agents import Agent, Runner
-from agents.items import MessageOutputItem
+from agents.items import MessageOutputItem, ToolApprovalItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import agent, errors, llm, mcp_servers
+from agent_server import agent, approvals, errors, llm, mcp_servers
 from agent_server.history import render_history
 from agent_server.output_items import ReplayableOutput, replayable_id, with_unique_call_ids
 
@@ -24,8 +24,31 @@ def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
     Rendered again, after the request guard did: MLflow's request model re-adds `"status": null`
     to assistant messages and drops their ids, which the SDK would reject.
     """
+    return customize_history(rendered_input(request))
+
+
+def rendered_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
     items = [item.model_dump() for item in request.input]
-    return customize_history(render_history(items, api=llm.settings().api))
+    return render_history(items, api=llm.settings().api)
+
+
+def approval_requests(request: ResponsesAgentRequest, interruptions: list[Any]) -> dict[str, dict[str, Any]]:
+    """The `mcp_approval_request` item for each tool call that waits for the user (approvals.py), by call id."""
+    if not interruptions:
+        return {}
+    history = rendered_input(request)  # the ids sign the user turns as the request guard renders them
+    return {
+        waiting.raw_item.call_id: approvals.request_item(
+            history, waiting.raw_item.name, waiting.raw_item.arguments, waiting.tool_origin.mcp_server_name or ""
+        )
+        for waiting in interruptions
+    }
+
+
+def finished(output: ReplayableOutput, waiting: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The held items, with each call that waits for approval replaced by its approval request."""
+    held = output.finish()
+    return [waiting.get(item["call_id"], item) if item["type"] == "function_call" else item for item in held]
 
 
 def customize_history(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -49,6 +72,7 @@ def for_this_request(owners_agent: Agent) -> Agent:
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
+    ran = await mcp_servers.run_approved(history)
     owners_agent = for_this_request(agent.create_agent())
     errors.record_input(history, has_instructions=owners_agent.instructions is not None)
     try:
@@ -57,13 +81,18 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
         errors.record(error)  # errors.UpstreamErrors answers with the status that says why, not a 500
         raise
     output = ReplayableOutput()
-    items = [item for run_item in result.new_items for item in output.add(run_item.raw_item)]
-    return ResponsesAgentResponse(output=[*items, *output.finish()])
+    # A call waiting for approval is in new_items twice: as the call, and as the approval it waits for.
+    run_items = [run_item for run_item in result.new_items if not isinstance(run_item, ToolApprovalItem)]
+    items = [item for run_item in run_items for item in output.add(run_item.raw_item)]
+    waiting = await asyncio.to_thread(approval_requests, request, result.interruptions)
+    return ResponsesAgentResponse(output=[*ran, *items, *finished(output, waiting)])
 
 
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
+    for item in await mcp_servers.run_approved(history):
+        yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
     result = Runner.run_streamed(for_this_request(agent.create_agent()), input=history)
     output = ReplayableOutput()
     message_id = replayable_id("message", None)
@@ -79,5 +108,6 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
             own_id = message_id if isinstance(event.item, MessageOutputItem) else None
             for item in output.add(event.item.raw_item, message_id=own_id):
                 yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
-    for item in output.finish():
+    waiting = await asyncio.to_thread(approval_requests, request, result.interruptions)
+    for item in finished(output, waiting):
         yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)

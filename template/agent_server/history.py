@@ -26,6 +26,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from agent_server import approvals
 from agent_server.content_parts import assistant_text, check_chat_completions, input_content, tool_output
 from agent_server.history_errors import HistoryError, json_type, show
 from agent_server.tool_pairs import INTERRUPTED_CALL_OUTPUT, Rendered, pair_calls_with_outputs
@@ -48,7 +49,7 @@ API_MODES: tuple[ApiMode, ...] = ("chat_completions", "responses")
 
 # Items that point at state held by the Responses API; MLflow's request model rejects them.
 SERVER_STATE_TYPES = ("compaction", "item_reference")
-DROPPED_TYPES = ("reasoning",)
+DROPPED_TYPES = ("reasoning", "mcp_list_tools")
 INPUT_ROLES = ("user", "system", "developer")
 TEXT_ONLY_ROLES = ("system", "developer")
 
@@ -86,6 +87,13 @@ def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
         return [_function_call(item.get("call_id"), item.get("name"), item.get("arguments"), index)]
     if item_type == "function_call_output":
         return [_function_call_output(item.get("call_id"), item.get("output"), index)]
+    if item_type in ("mcp_approval_request", "mcp_call"):
+        return _mcp_call(item, index)
+    if item_type == "mcp_approval_response":
+        if not isinstance(item.get("approve"), bool):
+            raise HistoryError(index, "an 'mcp_approval_response' needs 'approve' true or false")
+        request_id = item.get("approval_request_id")
+        return [_function_call_output(request_id, approvals.output_for(item), index, key="approval_request_id")]
     if item_type in DROPPED_TYPES:
         logger.info("history: input[%d] is a %s item, which is not replayed", index, item_type)
         return []
@@ -98,6 +106,16 @@ def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
     if item_type is None:
         raise HistoryError(index, "item has neither 'type' nor 'role'")
     raise HistoryError(index, f"item type {show(item_type)} is not supported")
+
+
+def _mcp_call(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
+    """An MCP tool call, as the function call it was: approved or not yet (a request), or run by a
+    hosted MCP tool (`mcp_call`, with its output or error)."""
+    call = _function_call(item.get("id"), item.get("name"), item.get("arguments"), index, key="id")
+    if item["type"] == "mcp_approval_request":
+        return [call]
+    output = item.get("output") if item.get("error") in (None, "") else f"Error: {item['error']}"
+    return [call, _function_call_output(call["call_id"], output, index, key="id")]
 
 
 def _render_message(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]:

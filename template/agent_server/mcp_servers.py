@@ -3,8 +3,10 @@
 
 Declare servers in agent.py (`MCP_SERVERS = [mcp_servers.uc_functions("main", "tools")]`) or at deploy
 time in the variable MCP_SERVERS, a JSON array of objects with `url` and optional `name`,
-`databricks_auth` (true: the Databricks token the model uses) and `headers_from_env` (header name ->
-the variable holding its value, so no secret is ever written in code or config). Both lists are used.
+`databricks_auth` (true: the Databricks token the model uses), `headers_from_env` (header name ->
+the variable holding its value, so no secret is ever written in code or config) and
+`require_approval` (true, or a list of tool names: the user approves each call first; see
+approvals.py). Both lists are used.
 
 | variable | what | default |
 |---|---|---|
@@ -34,11 +36,11 @@ from typing import Any
 import httpx2
 from agents.mcp import MCPServer, MCPServerManager, MCPServerStreamableHttp
 
-from agent_server import llm
+from agent_server import approvals, llm
 
 logger = logging.getLogger(__name__)
 
-SPEC_KEYS = {"url", "name", "databricks_auth", "headers_from_env"}
+SPEC_KEYS = {"url", "name", "databricks_auth", "headers_from_env", "require_approval"}
 
 
 @dataclass(frozen=True)
@@ -49,30 +51,42 @@ class McpServerSpec:
     name: str | None = None
     databricks_auth: bool = False
     headers_from_env: dict[str, str] = field(default_factory=dict)
+    require_approval: bool | tuple[str, ...] = False  # every tool, or these tools, wait for the user's approval
 
     @property
     def label(self) -> str:
         return self.name or self.url
 
 
-def uc_functions(catalog: str, schema: str) -> McpServerSpec:
+def uc_functions(catalog: str, schema: str, require_approval: bool | Iterable[str] = False) -> McpServerSpec:
     """Unity Catalog functions in `catalog.schema`, as tools (Databricks managed MCP)."""
-    return McpServerSpec(f"/api/2.0/mcp/functions/{catalog}/{schema}", f"uc-{catalog}-{schema}", databricks_auth=True)
+    return _managed(f"functions/{catalog}/{schema}", f"uc-{catalog}-{schema}", require_approval)
 
 
-def vector_search(catalog: str, schema: str) -> McpServerSpec:
+def vector_search(catalog: str, schema: str, require_approval: bool | Iterable[str] = False) -> McpServerSpec:
     """The Vector Search indexes in `catalog.schema` (Databricks managed MCP)."""
-    return McpServerSpec(f"/api/2.0/mcp/vector-search/{catalog}/{schema}", f"vs-{catalog}-{schema}", True)
+    return _managed(f"vector-search/{catalog}/{schema}", f"vs-{catalog}-{schema}", require_approval)
 
 
-def genie(space_id: str) -> McpServerSpec:
+def genie(space_id: str, require_approval: bool | Iterable[str] = False) -> McpServerSpec:
     """A Genie space (Databricks managed MCP)."""
-    return McpServerSpec(f"/api/2.0/mcp/genie/{space_id}", f"genie-{space_id}", databricks_auth=True)
+    return _managed(f"genie/{space_id}", f"genie-{space_id}", require_approval)
 
 
-def server(url: str, name: str | None = None, headers_from_env: dict[str, str] | None = None) -> McpServerSpec:
+def _managed(path: str, name: str, require_approval: bool | Iterable[str]) -> McpServerSpec:
+    approval = require_approval if isinstance(require_approval, bool) else tuple(require_approval)
+    return McpServerSpec(f"/api/2.0/mcp/{path}", name, databricks_auth=True, require_approval=approval)
+
+
+def server(
+    url: str,
+    name: str | None = None,
+    headers_from_env: dict[str, str] | None = None,
+    require_approval: bool | Iterable[str] = False,
+) -> McpServerSpec:
     """Any MCP server reached over streamable HTTP at `url`."""
-    return McpServerSpec(url, name, headers_from_env=dict(headers_from_env or {}))
+    approval = require_approval if isinstance(require_approval, bool) else tuple(require_approval)
+    return McpServerSpec(url, name, headers_from_env=dict(headers_from_env or {}), require_approval=approval)
 
 
 def from_env(env: dict[str, str] | None = None) -> list[McpServerSpec]:
@@ -100,8 +114,13 @@ def _spec(index: int, entry: Any) -> McpServerSpec:
         raise llm.ConfigurationError(f"{where}.headers_from_env must map header names to variable names")
     if not isinstance(entry.get("databricks_auth", False), bool):
         raise llm.ConfigurationError(f"{where}.databricks_auth must be true or false")
+    approval = entry.get("require_approval", False)
+    tool_names = isinstance(approval, list) and all(isinstance(name, str) for name in approval)
+    if not isinstance(approval, bool) and not tool_names:
+        raise llm.ConfigurationError(f"{where}.require_approval must be true, false or a list of tool names")
     name = entry.get("name") if isinstance(entry.get("name"), str) else None
-    return McpServerSpec(entry["url"].strip(), name, entry.get("databricks_auth", False), headers)
+    approval = approval if isinstance(approval, bool) else tuple(approval)
+    return McpServerSpec(entry["url"].strip(), name, entry.get("databricks_auth", False), headers, approval)
 
 
 class DatabricksAuth(httpx2.Auth):
@@ -185,9 +204,13 @@ class McpConnections:
             self.dropped.add(server_ref[0])
             return f"Error: the tool's server ({spec.label}) did not answer: {error}"
 
+        approval: Any = {True: "always", False: None}.get(spec.require_approval)  # type: ignore[call-overload]
+        if isinstance(spec.require_approval, tuple):
+            approval = {"always": {"tool_names": list(spec.require_approval)}}
         created = CappedOutputServer(
             params,  # type: ignore[arg-type]
             name=spec.label,
+            require_approval=approval,
             cache_tools_list=True,
             client_session_timeout_seconds=self.settings.timeout,
             failure_error_function=tool_failed,
@@ -267,3 +290,31 @@ async def close_connections() -> None:
 def active_servers() -> list[MCPServer]:
     """The MCP servers a request may use now."""
     return [] if _connections is None else _connections.active()
+
+
+async def run_approved(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run the calls the user approved at the end of `history` (approvals.py), putting each output in its
+    place; returns those outputs as output items, for the client to keep with its approval."""
+    ran = []
+    for call in approvals.to_run(history):
+        output = await run_tool(call["name"], call["arguments"])
+        for item in history:
+            if item.get("type") == "function_call_output" and item["call_id"] == call["call_id"]:
+                item["output"] = output
+        ran.append({"type": "function_call_output", "call_id": call["call_id"], "output": output})
+    return ran
+
+
+async def run_tool(name: str, arguments: str) -> str:
+    """Call tool `name` on the first MCP server up now that offers it; a failure is the output's text."""
+    for server in active_servers():
+        try:
+            if name not in {tool.name for tool in await server.list_tools()}:
+                continue
+            result = await server.call_tool(name, json.loads(arguments or "{}"))
+        except Exception as error:  # the model reads what went wrong, as with any failed tool call
+            return f"Error: the tool's server ({server.name}) did not answer: {error}"
+        text = "\n".join(part.text for part in result.content if isinstance(getattr(part, "text", None), str))
+        failed = getattr(result, "is_error", None) or getattr(result, "isError", None)  # mcp 2.x, 1.x
+        return f"Error: {text}" if failed else text
+    return f"Error: no MCP server that is up now offers the tool {name!r}."

@@ -42,7 +42,7 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_server import llm
+from agent_server import approvals, llm
 from agent_server.errors import INPUT_SOURCES, HttpMiddleware, error_response
 from agent_server.history import HistoryError, json_type, render_with_sources
 
@@ -110,6 +110,9 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], list[int]]:
         rendered = render_with_sources(items, api=llm.settings().api)
     except HistoryError as error:
         raise BadRequest(str(error), param=f"input[{error.index}]") from None
+    if refused := approvals.refusal(items, rendered):
+        index, reason = refused
+        raise BadRequest(f"input[{index}]: {reason}", param=f"input[{index}]")
     body["input"] = [r.item for r in rendered]
     return body, [r.index for r in rendered]
 

@@ -144,6 +144,59 @@ SHAPES: list[Shape] = [
         ],
         render=[input_text("Is 91 prime?"), assistant("No: 91 = 7 x 13.")],
     ),
+    Shape(
+        name="chat-ui-mcp-approval-answered",
+        client="Databricks chat UI (`@databricks/ai-sdk-provider` 0.5.1), after the user approved an MCP tool call",
+        note=(
+            "The app asked for approval with an `mcp_approval_request` (agent_server/approvals.py), the user "
+            "approved, and the app ran the tool and answered with its `function_call_output`. On later turns "
+            "the UI replays the request with that output (and drops its approval response); the render makes "
+            "them the tool call and output they stand for. The request's id is the call id."
+        ),
+        history=[
+            input_text("Delete a.txt"),
+            {
+                "type": "mcp_approval_request",
+                "id": "mcpr_1",
+                "name": "delete_file",
+                "arguments": '{"name":"a.txt"}',
+                "server_label": "tools",
+            },
+            {"type": "function_call_output", "call_id": "mcpr_1", "output": "deleted a.txt"},
+            {"role": "assistant", "content": [output_text_part("Done: a.txt is deleted.")]},
+        ],
+        render=[
+            input_text("Delete a.txt"),
+            {"type": "function_call", "call_id": "mcpr_1", "name": "delete_file", "arguments": '{"name":"a.txt"}'},
+            {"type": "function_call_output", "call_id": "mcpr_1", "output": "deleted a.txt"},
+            assistant("Done: a.txt is deleted."),
+        ],
+    ),
+    Shape(
+        name="chat-ui-mcp-approval-denied",
+        client="Databricks chat UI (`@databricks/ai-sdk-provider` 0.5.1), when the user denies an MCP tool call",
+        note=(
+            "A denial becomes the call's output, so the model learns the user said no (and why, when the "
+            "response has a `reason`). Only an approval runs the tool, and only one whose request this app "
+            "signed for this conversation and call; any other approval is a 400."
+        ),
+        history=[
+            input_text("Delete a.txt"),
+            {
+                "type": "mcp_approval_request",
+                "id": "mcpr_2",
+                "name": "delete_file",
+                "arguments": '{"name":"a.txt"}',
+                "server_label": "tools",
+            },
+            {"type": "mcp_approval_response", "id": "mcpr_2", "approval_request_id": "mcpr_2", "approve": False},
+        ],
+        render=[
+            input_text("Delete a.txt"),
+            {"type": "function_call", "call_id": "mcpr_2", "name": "delete_file", "arguments": '{"name":"a.txt"}'},
+            {"type": "function_call_output", "call_id": "mcpr_2", "output": "The user denied this tool call."},
+        ],
+    ),
     # --- other clients -----------------------------------------------------------------------
     Shape(
         name="string-content",
@@ -461,8 +514,42 @@ SHAPES: list[Shape] = [
         error="input[1]: a 'item_reference' item cannot be replayed here: MLflow",
     ),
     Shape(
+        name="hosted-mcp-call",
+        client="Clients of the Responses API's hosted MCP tool (OpenAI's `mcp` tool type)",
+        group="Edge shapes",
+        note=(
+            "A tool call OpenAI's servers made: `mcp_call` becomes the tool call and its output (an `error` "
+            "becomes the output's text), and `mcp_list_tools` is dropped, as the model does not need it again."
+        ),
+        history=[
+            user("Look it up in the docs."),
+            {
+                "type": "mcp_list_tools",
+                "id": "mcpl_1",
+                "server_label": "docs",
+                "tools": [{"name": "search", "input_schema": {"type": "object"}}],
+            },
+            {
+                "type": "mcp_call",
+                "id": "mcp_1",
+                "server_label": "docs",
+                "name": "search",
+                "arguments": '{"q": "render"}',
+                "output": "3 pages found",
+                "error": None,
+            },
+            assistant("Three pages mention it."),
+        ],
+        render=[
+            user("Look it up in the docs."),
+            {"type": "function_call", "call_id": "mcp_1", "name": "search", "arguments": '{"q": "render"}'},
+            output("mcp_1", "3 pages found"),
+            assistant("Three pages mention it."),
+        ],
+    ),
+    Shape(
         name="unknown-item",
-        client="Clients replaying hosted-tool items (web search, MCP approvals, ...)",
+        client="Clients replaying hosted-tool items (web search, file search, ...)",
         group="Edge shapes",
         note="Items the render has no rule for are a 400 that names them, never dropped silently.",
         history=[user("Search the web."), {"type": "web_search_call", "id": "ws_1", "status": "completed"}],

@@ -1,0 +1,120 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Human approval of MCP tool calls, with no state kept on the server. Stdlib only, like the render.
+
+When the model calls a tool that needs approval, the turn ends with an `mcp_approval_request`
+item instead of the call (the Databricks chat UI shows it as Approve/Deny buttons). Its id is a
+signature of the call (tool name and arguments) and of the user turns before it, made with
+MCP_APPROVAL_SECRET, so a request the app did not make, one moved into another conversation, or
+one whose arguments were changed is refused with a 400: the app never runs a tool on the
+client's word alone.
+
+The render turns the request into the tool call, and the client's `mcp_approval_response` into
+its output: for a denial, a text saying so; for an approval, APPROVED, which the handler replaces
+with what the tool returns when it runs it. Only an approval at the end of the history runs the
+tool; an older one whose result the client did not keep is not run again.
+
+Set MCP_APPROVAL_SECRET (any long random string) when several app processes serve one app, or
+when approvals must outlive a restart; without it each process makes its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+ID_PREFIX = "mcpr_"
+APPROVED = "\x00approved: the app runs this tool and puts its output here"
+NOT_RUN_AGAIN = "This tool call was approved earlier; its output is not in this conversation."
+_SECRET = (os.environ.get("MCP_APPROVAL_SECRET") or "").encode() or secrets.token_bytes(32)
+
+
+def approval_id(history: Sequence[Mapping[str, Any]], name: str, arguments: str) -> str:
+    """The id of an approval request for this call, after these (rendered) items."""
+    users = [item.get("content") for item in history if item.get("role") == "user"]
+    signed = json.dumps([users, name, canonical_arguments(arguments)], sort_keys=True, separators=(",", ":"))
+    return ID_PREFIX + hmac.new(_SECRET, signed.encode(), hashlib.sha256).hexdigest()[:48]
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """Arguments as one JSON text, however a client re-serialised them (spaces, key order, JSON in a string)."""
+    value = arguments
+    for _ in range(2):  # a client may send the arguments' JSON text as a JSON string
+        if not isinstance(value, str):
+            break
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def request_item(history: Sequence[Mapping[str, Any]], name: str, arguments: str, server: str) -> dict[str, Any]:
+    """The `mcp_approval_request` output item that stands for a call waiting for the user's approval."""
+    return {
+        "type": "mcp_approval_request",
+        "id": approval_id(history, name, arguments),
+        "name": name,
+        "arguments": arguments,
+        "server_label": server,
+    }
+
+
+def output_for(response: Mapping[str, Any]) -> str:
+    """What an `mcp_approval_response` becomes in the render: the call's output, or APPROVED to run it."""
+    if response.get("approve") is True:
+        return APPROVED
+    reason = response.get("reason")
+    return "The user denied this tool call." + (f" Reason: {reason}" if isinstance(reason, str) and reason else "")
+
+
+def is_genuine(history: Sequence[Mapping[str, Any]], request: Mapping[str, Any]) -> bool:
+    """Did this app make `request` (a client's `mcp_approval_request`) after these rendered items?"""
+    expected = approval_id(history, str(request.get("name")), request.get("arguments") or "")
+    return isinstance(request.get("id"), str) and hmac.compare_digest(expected, request["id"])
+
+
+def to_run(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The approved calls this request runs: APPROVED outputs at the end of the history.
+
+    An APPROVED output anywhere else says NOT_RUN_AGAIN instead (in place), so a replayed approval
+    never runs its tool twice. Returns the calls to run; the caller puts their outputs in place.
+    """
+    tail = len(items)
+    while tail > 0 and items[tail - 1].get("type") in ("function_call", "function_call_output"):
+        tail -= 1
+    calls = {item["call_id"]: item for item in items if item.get("type") == "function_call"}
+    runs = []
+    for position, item in enumerate(items):
+        if item.get("type") == "function_call_output" and item.get("output") == APPROVED:
+            if position >= tail and item["call_id"] in calls:
+                runs.append(calls[item["call_id"]])
+            else:
+                item["output"] = NOT_RUN_AGAIN
+    return runs
+
+
+def refusal(client_items: Sequence[Any], rendered: Sequence[Any]) -> tuple[int, str] | None:
+    """(index, reason) for the first approval the app must not honour, or None.
+
+    `rendered` is the render of `client_items` with sources (history.Rendered). An APPROVED output
+    may come only from an `mcp_approval_response` to an `mcp_approval_request` this app made for
+    this conversation and call. (A request answered otherwise runs nothing, so it is not checked:
+    a client can send any tool call with any output.)
+    """
+    requests = {}
+    for position, entry in enumerate(rendered):
+        client = client_items[entry.index]
+        if client.get("type") == "mcp_approval_request" and entry.item.get("type") == "function_call":
+            requests[entry.item["call_id"]] = (position, entry.index, client)
+        elif entry.item.get("output") == APPROVED:
+            if client.get("type") != "mcp_approval_response" or entry.item.get("call_id") not in requests:
+                return entry.index, "an approval must answer an approval request made by this app, before it"
+            request_position, request_index, request = requests[entry.item["call_id"]]
+            if not is_genuine([earlier.item for earlier in rendered[:request_position]], request):
+                return request_index, "this approval request was not made by this app for this conversation and call"
+    return None
