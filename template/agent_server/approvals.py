@@ -118,3 +118,30 @@ def refusal(client_items: Sequence[Any], rendered: Sequence[Any]) -> tuple[int, 
             if not is_genuine([earlier.item for earlier in rendered[:request_position]], request):
                 return request_index, "this approval request was not made by this app for this conversation and call"
     return None
+
+
+def replayed_twice(items: Sequence[Any]) -> set[int]:
+    """Indices of items that repeat an approved or denied call the history already holds in full.
+
+    After the app runs an approved call, the Databricks chat UI replays the request and its
+    response, then the same call again as a `function_call` with the app's output. The request
+    and that output are the call; the response and the repeated call would make the model see
+    it twice.
+    """
+    requested = {
+        item.get("id") for item in items if isinstance(item, Mapping) and item.get("type") == "mcp_approval_request"
+    }
+    answered = {
+        item.get("call_id")
+        for item in items
+        if isinstance(item, Mapping) and item.get("type") == "function_call_output" and item.get("call_id") in requested
+    }
+    return {
+        index
+        for index, item in enumerate(items)
+        if isinstance(item, Mapping)
+        and (
+            (item.get("type") == "mcp_approval_response" and item.get("approval_request_id") in answered)
+            or (item.get("type") == "function_call" and item.get("call_id") in requested)
+        )
+    }

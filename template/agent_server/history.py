@@ -69,7 +69,11 @@ def render_with_sources(items: Sequence[Any], api: ApiMode = "chat_completions")
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
         raise TypeError(f"history must be a list of items, got {type(items).__name__}")
     rendered: list[Rendered] = []
+    replayed_twice = approvals.replayed_twice(items)
     for index, item in enumerate(items):
+        if index in replayed_twice:
+            logger.info("history: input[%d] repeats an MCP tool call the history holds already", index)
+            continue
         for out in _render_item(item, index):
             if api == "chat_completions":
                 check_chat_completions(out, index)

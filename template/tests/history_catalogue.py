@@ -150,8 +150,9 @@ SHAPES: list[Shape] = [
         note=(
             "The app asked for approval with an `mcp_approval_request` (agent_server/approvals.py), the user "
             "approved, and the app ran the tool and answered with its `function_call_output`. On later turns "
-            "the UI replays the request with that output (and drops its approval response); the render makes "
-            "them the tool call and output they stand for. The request's id is the call id."
+            "the UI replays the request, the approval, and the call again with the app's output. The render "
+            "keeps the call once, with its output; the request's id is the call id. "
+            "tests/test_mcp_in_chat_ui.py in the template repository holds this conversation with the real packages."
         ),
         history=[
             input_text("Delete a.txt"),
@@ -162,6 +163,8 @@ SHAPES: list[Shape] = [
                 "arguments": '{"name":"a.txt"}',
                 "server_label": "tools",
             },
+            {"type": "mcp_approval_response", "id": "mcpr_1", "approval_request_id": "mcpr_1", "approve": True},
+            {"type": "function_call", "call_id": "mcpr_1", "name": "delete_file", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "mcpr_1", "output": "deleted a.txt"},
             {"role": "assistant", "content": [output_text_part("Done: a.txt is deleted.")]},
         ],

@@ -4,6 +4,7 @@ servers on loopback ports and wait for them. The template's own repo tests use t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -170,6 +171,63 @@ class StartedApp:
     def __exit__(self, *exc: object) -> None:
         self.process.terminate()
         self.output, _ = self.process.communicate(timeout=120)  # the flush of queued traces is bounded
+
+
+def mcp_tool_server(path: str = "/mcp") -> tuple[Any, list[dict[str, str]]]:
+    """A real MCP server (the `mcp` package's own, streamable HTTP) at `path`, as an ASGI app, and the path
+    and headers of every request it gets. Its tools: a fast one, a slow one, one that raises, one that needs
+    the user's approval in the tests (delete_file, which records its calls in DELETED) and a huge one."""
+    from mcp.server.mcpserver import MCPServer as ToolServer  # here: the repo's own tests load this file too
+
+    tools = ToolServer("tools")
+    seen: list[dict[str, str]] = []
+
+    @tools.tool()
+    def lookup_weather(city: str = "Paris") -> str:
+        """The weather in a city."""
+        return f"Sunny in {city}"
+
+    @tools.tool()
+    async def slow_lookup() -> str:
+        """Answers after three seconds."""
+        await asyncio.sleep(3)
+        return "late"
+
+    @tools.tool()
+    def explode() -> str:
+        """Always fails."""
+        raise RuntimeError("the tool broke")
+
+    @tools.tool()
+    def delete_file(name: str = "a.txt") -> str:
+        """Deletes a file: the user approves each call first (require_approval)."""
+        DELETED.append(name)
+        return f"deleted {name}"
+
+    @tools.tool()
+    def huge_report() -> str:
+        """A very long text."""
+        return "x" * 50_000
+
+    app = tools.streamable_http_app(streamable_http_path=path)
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append({"path": scope["path"], **{key.decode(): value.decode() for key, value in scope["headers"]}})
+        await app(scope, receive, send)
+
+    return recording, seen
+
+
+DELETED: list[str] = []  # the names mcp_tool_server's delete_file tool was called with, in this process
+
+
+def serve_mcp_tools(port: int) -> None:
+    """Serve mcp_tool_server() at http://127.0.0.1:PORT/mcp until stopped (for tests that run it as a process)."""
+    import uvicorn
+
+    app, _ = mcp_tool_server()
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 def free_port() -> int:

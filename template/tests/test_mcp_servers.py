@@ -1,9 +1,8 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
 """MCP tools (agent_server/mcp_servers.py) against a real MCP server on a loopback port.
 
-The server is built with the `mcp` package's own server side (2.x, streamable HTTP) and has a fast
-tool, a slow one, one that raises and one with a huge output. The offline model calls a tool whose
-name the user's turn says, with no arguments.
+The server (support.mcp_tool_server) is built with the `mcp` package's own server side. The
+offline model calls a tool whose name the user's turn says, with no arguments.
 """
 
 from __future__ import annotations
@@ -16,60 +15,16 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from mcp.server.mcpserver import MCPServer as ToolServer
-from support import START_APP, Chat, ServerThread, app_env, free_port, post, reply_text
+from support import DELETED, START_APP, Chat, ServerThread, app_env, free_port, mcp_tool_server, post, reply_text
 
 from agent_server import approvals, mcp_servers
 
 MANAGED_PATH = "/api/2.0/mcp/functions/main/tools"
-DELETED: list[str] = []  # what the tool server's delete_file tool (which needs approval) deleted
-
-
-def tool_server(path: str = "/mcp") -> tuple[Any, list[dict[str, str]]]:
-    """A streamable-HTTP MCP app at `path`, and the path and headers of every request it gets."""
-    tools = ToolServer("tools")
-    seen: list[dict[str, str]] = []
-
-    @tools.tool()
-    def lookup_weather(city: str = "Paris") -> str:
-        """The weather in a city."""
-        return f"Sunny in {city}"
-
-    @tools.tool()
-    async def slow_lookup() -> str:
-        """Answers after three seconds."""
-        await asyncio.sleep(3)
-        return "late"
-
-    @tools.tool()
-    def explode() -> str:
-        """Always fails."""
-        raise RuntimeError("the tool broke")
-
-    @tools.tool()
-    def delete_file(name: str = "a.txt") -> str:
-        """Deletes a file: the user approves each call first (require_approval)."""
-        DELETED.append(name)
-        return f"deleted {name}"
-
-    @tools.tool()
-    def huge_report() -> str:
-        """A very long text."""
-        return "x" * 50_000
-
-    app = tools.streamable_http_app(streamable_http_path=path)
-
-    async def recording(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            seen.append({"path": scope["path"], **{key.decode(): value.decode() for key, value in scope["headers"]}})
-        await app(scope, receive, send)
-
-    return recording, seen
 
 
 @pytest.fixture(scope="module")
 def tools_url() -> Iterator[str]:
-    app, _ = tool_server()
+    app, _ = mcp_tool_server()
     with ServerThread(app) as url:
         yield f"{url}/mcp"
 
@@ -219,7 +174,7 @@ def test_an_approval_id_signs_the_user_turns_and_the_call_however_arguments_are_
 
 
 def test_databricks_managed_servers_get_the_apps_token(monkeypatch):
-    app, seen = tool_server(MANAGED_PATH)
+    app, seen = mcp_tool_server(MANAGED_PATH)
     with ServerThread(app) as workspace:
         monkeypatch.setenv("DATABRICKS_HOST", workspace)
         monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-test-token")

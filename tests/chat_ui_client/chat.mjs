@@ -16,6 +16,9 @@
 // - fallback: the UI's fallback when a stream fails before its first text: the same turn again
 //   with `generateText`, its content written into the UI message stream (text, tool calls and
 //   tool results; the UI ignores tool errors there). Here every streamed request fails at connect.
+// A PROMPT of APPROVE or DENY (stream mode) answers the tool approval the last turn asked for, as the
+// UI's Approve/Deny buttons do (`addToolApprovalResponse`): the part's state becomes
+// `approval-responded`, and the next request continues that assistant message.
 // Prints {"requests": [{status, body}], "replies": [text of each turn]} as JSON.
 import { randomUUID } from 'node:crypto';
 import { createDatabricksProvider } from '@databricks/ai-sdk-provider';
@@ -54,15 +57,29 @@ const model = wrapLanguageModel({
 });
 const options = { providerOptions: { databricks: { includeTrace: true } }, maxRetries: 0 };
 
-async function lastSnapshot(stream) {
-  let message;
-  for await (const snapshot of readUIMessageStream({ stream, terminateOnError: true })) message = snapshot;
+async function lastSnapshot(stream, message) {
+  for await (const snapshot of readUIMessageStream({ stream, message, terminateOnError: true })) message = snapshot;
   return message;
 }
 
-async function streamed(messages) {
+// With `originalMessages`, as the UI's server passes them, a turn that continues the last assistant
+// message (after an approval) keeps that message's id, so the stream continues it.
+async function streamed(messages, continuing) {
   const result = streamText({ model, messages: await convertToModelMessages(messages), ...options });
-  return lastSnapshot(result.toUIMessageStream({ sendReasoning: true, generateMessageId: randomUUID }));
+  const stream = result.toUIMessageStream({
+    sendReasoning: true,
+    generateMessageId: randomUUID,
+    originalMessages: messages,
+  });
+  return lastSnapshot(stream, continuing);
+}
+
+// The UI's Approve/Deny: the waiting tool part of the last message gets the user's answer.
+function answerApproval(message, approved) {
+  const waiting = message.parts.find((part) => part.state === 'approval-requested');
+  if (!waiting) throw new Error(`no tool approval to answer in ${JSON.stringify(message)}`);
+  waiting.state = 'approval-responded';
+  waiting.approval = { ...waiting.approval, approved, ...(approved ? {} : { reason: 'not now' }) };
 }
 
 // Forwards a stream's chunks; says whether it failed before its first text, as the UI's fallback checks.
@@ -112,7 +129,14 @@ const textOf = (message) => message.parts.filter((part) => part.type === 'text')
 const replies = [];
 const messages = [];
 for (const text of prompts) {
-  if (mode === 'generate') {
+  if (text === 'APPROVE' || text === 'DENY') {
+    const last = messages.at(-1);
+    answerApproval(last, text === 'APPROVE');
+    const before = textOf(last).length;
+    const continued = await streamed(messages, structuredClone(last));
+    messages[messages.length - 1] = continued;
+    replies.push(textOf(continued).slice(before));
+  } else if (mode === 'generate') {
     messages.push({ role: 'user', content: text });
     const result = await generateText({ model, messages, ...options });
     messages.push(...result.response.messages);

@@ -1,0 +1,111 @@
+"""MCP tools through the Databricks chat UI's own packages (tests/chat_ui_client/chat.mjs).
+
+An app generated with the defaults, plus one MCP server in the variable MCP_SERVERS, served by
+`start-app`. The MCP server is the app's own test server (support.serve_mcp_tools: the `mcp`
+package's server side), run as a process of its own, so that it can go down mid-conversation.
+Its `delete_file` tool needs the user's approval.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from renders import clean_env, run, uv
+from servers import free_port, wait_for_health, wait_until_answering
+
+CLIENT = Path(__file__).with_name("chat_ui_client")
+
+pytestmark = pytest.mark.xdist_group("chat-ui-client")
+
+
+@pytest.fixture(scope="module")
+def served(renders) -> Iterator[dict]:
+    app = renders["defaults"]
+    uv("sync", "--locked", "--no-config", cwd=app)
+    python = str(app / ".venv" / "bin" / "python")
+    tools_port, app_port = free_port(), free_port()
+    serve = (
+        f"import sys; sys.path.insert(0, 'tests'); from support import serve_mcp_tools; serve_mcp_tools({tools_port})"
+    )
+    tools = subprocess.Popen([python, "-c", serve], cwd=app, env=clean_env())
+    servers = [{"name": "tools", "url": f"http://127.0.0.1:{tools_port}/mcp", "require_approval": ["delete_file"]}]
+    log = app / "start-app-mcp.log"
+    with log.open("w") as output:
+        agent = subprocess.Popen(
+            [str(app / ".venv" / "bin" / "start-app"), "--port", str(app_port)],
+            cwd=app,
+            env=clean_env(LLM_PROVIDER="offline", MCP_SERVERS=json.dumps(servers)),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until_answering(f"http://127.0.0.1:{tools_port}/mcp", tools)
+        url = f"http://127.0.0.1:{app_port}"
+        wait_for_health(url, agent)
+        yield {"url": url, "tools": tools, "log": log}
+    finally:
+        for process in (agent, tools):
+            process.terminate()
+            process.wait(timeout=60)
+
+
+def converse(url: str, mode: str, *prompts: str) -> dict:
+    node = shutil.which("node")
+    assert node, "Node 20 or later is needed for the chat UI client"
+    conversation = json.loads(
+        run([node, str(CLIENT / "chat.mjs"), url, mode, *prompts], cwd=CLIENT, timeout=120).stdout
+    )
+    assert [request["status"] for request in conversation["requests"]] == [200] * len(prompts)
+    return conversation
+
+
+@pytest.mark.parametrize("mode", ["stream", "generate"])
+def test_a_four_turn_conversation_with_mcp_tool_turns(served, mode):
+    prompts = ["Hello", "Use lookup_weather, please", "Thanks", "And lookup_weather once more"]
+    replies = converse(served["url"], mode, *prompts)["replies"]
+    assert replies[0].endswith("I saw 1 user, 0 assistant and 0 tool turns. You said: Hello")
+    assert replies[1].startswith("The tool returned: Sunny in Paris.")
+    assert replies[2].endswith("I saw 3 user, 2 assistant and 1 tool turns. You said: Thanks")
+    assert replies[3].startswith("The tool returned: Sunny in Paris.")
+    assert "2 tool turns" in replies[3]
+
+
+def test_an_approval_round_trip(served):
+    conversation = converse(served["url"], "stream", "Hello", "Use delete_file", "APPROVE", "Thanks")
+    waiting = conversation["requests"][1]
+    approving = conversation["requests"][2]["body"]["input"]
+    assert conversation["replies"][1] == "", "the turn waits for the user's approval"
+    assert [item.get("type") for item in approving[-2:]] == ["mcp_approval_request", "mcp_approval_response"]
+    assert approving[-1]["approve"] is True and waiting["status"] == 200
+    assert conversation["replies"][2].startswith("The tool returned: deleted a.txt.")
+    later = conversation["requests"][3]["body"]["input"]
+    assert [item.get("type") for item in later[3:7]] == [
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "function_call",
+        "function_call_output",
+    ], "the UI replays the approved call with the app's output: docs/history-shapes.md"
+    # The model sees the call once, with its output; the replayed approval runs nothing again.
+    assert conversation["replies"][3].endswith("I saw 3 user, 2 assistant and 1 tool turns. You said: Thanks")
+
+
+def test_a_denial_round_trip(served):
+    replies = converse(served["url"], "stream", "Use delete_file", "DENY", "Thanks")["replies"]
+    assert replies[1].startswith("The tool returned: The user denied this tool call. Reason: not now.")
+    assert replies[2].endswith("You said: Thanks")
+
+
+def test_turns_that_need_no_tool_still_answer_when_the_server_goes_down(served):
+    """Last in this module: it stops the MCP server."""
+    served["tools"].terminate()
+    served["tools"].wait(timeout=60)
+    replies = converse(served["url"], "stream", "Hello", "Use lookup_weather", "Thanks", "Hello again")["replies"]
+    assert replies[0].endswith("You said: Hello")
+    assert "did not answer" in replies[1] or "You said: Use lookup_weather" in replies[1]
+    assert replies[3].endswith("You said: Hello again")
+    assert "left out until it reconnects" in served["log"].read_text()
