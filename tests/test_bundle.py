@@ -4,7 +4,8 @@
   and a broken one does not.
 - app.yaml: a command list and env entries as the runtime reads them; the app's own
   tests/test_deploy_config.py (app.yaml and the bundle agree) passes in every render.
-- The deploy workflow and the README name the same commands and secrets.
+- The deploy workflow and the README name the same commands and secrets; the README's grants for
+  MCP servers are valid app resources.
 (tests/test_deploy_rehearsal.py runs what the platform runs.)
 """
 
@@ -145,3 +146,24 @@ def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_secrets(r
     assert needed == {"DATABRICKS_HOST", "DATABRICKS_CLIENT_ID", "DATABRICKS_CLIENT_SECRET"}
     for secret in needed:
         assert secret in deploy, f"README's Deploy section must name {secret}"
+
+
+@pytest.mark.parametrize("name", ["defaults", "openai-responses"])
+def test_the_readmes_mcp_grants_are_valid_app_resources(renders, name):
+    """The README's grants for MCP servers, added to the app's resources, read into the bundle models."""
+    app = renders[name]
+    readme = (app / "README.md").read_text()
+    block = re.search(r"\*\*Grants\.\*\*.*?```yaml\n(.*?)```", readme, re.DOTALL)
+    assert block, "the README has no MCP grants example"
+    grants = yaml.safe_load(block.group(1))
+    assert {resource["name"] for resource in grants} == {"uc-function", "vector-index", "genie-space", "mcp-connection"}
+    bundle = yaml.safe_load((app / "databricks.yml").read_text())
+    bundle["resources"]["apps"]["agent"]["resources"] += grants
+    for target in validate(yaml.safe_dump(bundle)).values():
+        resources = target["apps"]["agent"].resources
+        kinds = {
+            (r.uc_securable.securable_type.value, r.uc_securable.permission.value) for r in resources if r.uc_securable
+        }
+        assert kinds == {("FUNCTION", "EXECUTE"), ("TABLE", "SELECT"), ("CONNECTION", "USE_CONNECTION")}
+        [genie] = [r.genie_space for r in resources if r.genie_space]
+        assert genie.permission.value == "CAN_RUN"
