@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
+import mlflow
 from agents.mcp import MCPServer, MCPServerManager, MCPServerStreamableHttp
+from mlflow.entities import SpanType
 
 from agent_server import approvals, llm
 
@@ -142,7 +144,10 @@ class CappedOutputServer(MCPServerStreamableHttp):
         self.max_output_chars = max_output_chars
 
     async def call_tool(self, tool_name: str, arguments: dict[str, Any] | None, meta: Any = None) -> Any:
-        result = await super().call_tool(tool_name, arguments, meta)
+        # A span of its own names the server (the SDK's tool span does not) and times the call to it.
+        with mlflow.start_span(name=f"mcp {self.name}/{tool_name}", span_type=SpanType.TOOL) as span:
+            span.set_attributes({"mcp.server": self.name, "mcp.tool": tool_name})
+            result = await super().call_tool(tool_name, arguments, meta)
         budget = self.max_output_chars
         for part in result.content:
             text = getattr(part, "text", None)

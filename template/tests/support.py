@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -173,13 +174,21 @@ class StartedApp:
         self.output, _ = self.process.communicate(timeout=120)  # the flush of queued traces is bounded
 
 
-def mcp_tool_server(path: str = "/mcp") -> tuple[Any, list[dict[str, str]]]:
-    """A real MCP server (the `mcp` package's own, streamable HTTP) at `path`, as an ASGI app, and the path
-    and headers of every request it gets. Its tools: a fast one, a slow one, one that raises, one that needs
-    the user's approval in the tests (delete_file, which records its calls in DELETED) and a huge one."""
-    from mcp.server.mcpserver import MCPServer as ToolServer  # here: the repo's own tests load this file too
+@dataclass
+class ToolServer:
+    app: Any  # the ASGI app
+    seen: list[dict[str, str]]  # the path and headers of every request it got
+    tools: Any  # the mcp package's server, to add tools while it runs
 
-    tools = ToolServer("tools")
+
+def mcp_tool_server(path: str = "/mcp", token: str | None = None) -> ToolServer:
+    """A real MCP server (the `mcp` package's own, streamable HTTP) at `path`; with `token`, a request
+    without `Authorization: Bearer <token>` gets a 401. Its tools: a fast one, a slow one, one that raises,
+    one that needs the user's approval in the tests (delete_file, which records its calls in DELETED) and a
+    huge one."""
+    from mcp.server.mcpserver import MCPServer  # here: the repo's own tests load this file too
+
+    tools = MCPServer("tools")
     seen: list[dict[str, str]] = []
 
     @tools.tool()
@@ -213,10 +222,15 @@ def mcp_tool_server(path: str = "/mcp") -> tuple[Any, list[dict[str, str]]]:
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            seen.append({"path": scope["path"], **{key.decode(): value.decode() for key, value in scope["headers"]}})
+            headers = {key.decode(): value.decode() for key, value in scope["headers"]}
+            seen.append({"path": scope["path"], **headers})
+            if token is not None and headers.get("authorization") != f"Bearer {token}":
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b""})
+                return
         await app(scope, receive, send)
 
-    return recording, seen
+    return ToolServer(recording, seen, tools)
 
 
 DELETED: list[str] = []  # the names mcp_tool_server's delete_file tool was called with, in this process
@@ -226,8 +240,7 @@ def serve_mcp_tools(port: int) -> None:
     """Serve mcp_tool_server() at http://127.0.0.1:PORT/mcp until stopped (for tests that run it as a process)."""
     import uvicorn
 
-    app, _ = mcp_tool_server()
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(mcp_tool_server().app, host="127.0.0.1", port=port, log_level="warning")
 
 
 def free_port() -> int:

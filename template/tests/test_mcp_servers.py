@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
+import mlflow
 import pytest
 from fastapi.testclient import TestClient
 from support import DELETED, START_APP, Chat, ServerThread, app_env, free_port, mcp_tool_server, post, reply_text
@@ -24,8 +25,7 @@ MANAGED_PATH = "/api/2.0/mcp/functions/main/tools"
 
 @pytest.fixture(scope="module")
 def tools_url() -> Iterator[str]:
-    app, _ = mcp_tool_server()
-    with ServerThread(app) as url:
+    with ServerThread(mcp_tool_server().app) as url:
         yield f"{url}/mcp"
 
 
@@ -64,6 +64,15 @@ def test_a_multi_turn_chat_with_mcp_tool_turns(mcp_client, stream, replay):
     items = chat.send("And lookup_weather again", replay)
     assert "Sunny in Paris" in tool_output(items)
     assert "I saw 4 user, 3 assistant and 2 tool turns" in reply_text(chat.send("Thanks", replay))
+
+
+def test_an_mcp_tool_call_is_a_span_that_names_its_server(mcp_client):
+    Chat(mcp_client, stream=False).send("Use lookup_weather")
+    mlflow.flush_trace_async_logging()
+    spans = mlflow.get_trace(mlflow.get_last_active_trace_id()).data.spans
+    [call] = [span for span in spans if span.name == "mcp tools/lookup_weather"]
+    assert call.attributes["mcp.server"] == "tools" and call.attributes["mcp.tool"] == "lookup_weather"
+    assert call.end_time_ns > call.start_time_ns
 
 
 @pytest.mark.parametrize("mcp_env", ["with_a_server_down"], indirect=True)
@@ -174,8 +183,8 @@ def test_an_approval_id_signs_the_user_turns_and_the_call_however_arguments_are_
 
 
 def test_databricks_managed_servers_get_the_apps_token(monkeypatch):
-    app, seen = mcp_tool_server(MANAGED_PATH)
-    with ServerThread(app) as workspace:
+    managed = mcp_tool_server(MANAGED_PATH)
+    with ServerThread(managed.app) as workspace:
         monkeypatch.setenv("DATABRICKS_HOST", workspace)
         monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-test-token")
         spec = mcp_servers.uc_functions("main", "tools")
@@ -192,8 +201,61 @@ def test_databricks_managed_servers_get_the_apps_token(monkeypatch):
                 await connections.stop()
 
         assert asyncio.run(call()) == "Sunny in Oslo"
-    mcp_requests = [headers for headers in seen if headers["path"] == MANAGED_PATH]
+    mcp_requests = [headers for headers in managed.seen if headers["path"] == MANAGED_PATH]
     assert mcp_requests and all(headers.get("authorization") == "Bearer dapi-test-token" for headers in mcp_requests)
+
+
+@pytest.mark.parametrize("token_set", [True, False], ids=["token", "no-token"])
+def test_headers_come_from_the_variables_named_and_a_refused_server_is_left_out(monkeypatch, caplog, token_set):
+    guarded = mcp_tool_server(token="s3cret")
+    with ServerThread(guarded.app) as url:
+        if token_set:
+            monkeypatch.setenv("TOOLS_AUTH", "Bearer s3cret")
+        spec = mcp_servers.server(f"{url}/mcp", "guarded", headers_from_env={"Authorization": "TOOLS_AUTH"})
+
+        async def tools_offered() -> list[str]:
+            connections = mcp_servers.McpConnections([spec])
+            await connections.start()
+            try:
+                return [tool.name for server in connections.active() for tool in await server.list_tools()]
+            finally:
+                await connections.stop()
+
+        offered = asyncio.run(tools_offered())
+    if token_set:
+        assert "lookup_weather" in offered
+    else:
+        assert offered == [], "a server that refuses the credentials is left out"
+        assert any("guarded is left out" in record.getMessage() for record in caplog.records)
+
+
+def test_a_tool_added_while_the_app_runs_is_offered_once_the_cache_expires(monkeypatch):
+    growing = mcp_tool_server()
+    with ServerThread(growing.app) as url:
+        monkeypatch.setenv("MCP_TOOLS_TTL_SECONDS", "0.2")
+
+        async def offered_before_and_after() -> tuple[set[str], set[str]]:
+            connections = mcp_servers.McpConnections([mcp_servers.server(f"{url}/mcp", "growing")])
+            await connections.start()
+            try:
+                [server] = connections.active()
+                before = {tool.name for tool in await server.list_tools()}
+
+                def new_tool() -> str:
+                    """Added while the server runs."""
+                    return "new"
+
+                growing.tools.add_tool(new_tool)
+                cached = {tool.name for tool in await server.list_tools()}
+                assert cached == before, "within MCP_TOOLS_TTL_SECONDS the cached list is used"
+                await asyncio.sleep(0.3)
+                [server] = connections.active()  # a request after the TTL asks the server again
+                return before, {tool.name for tool in await server.list_tools()}
+            finally:
+                await connections.stop()
+
+        before, after = asyncio.run(offered_before_and_after())
+    assert after - before == {"new_tool"}
 
 
 @pytest.mark.parametrize(
