@@ -12,6 +12,8 @@ It serves what databricks-sdk's OAuth M2M flow and the app's `databricks` provid
 - POST /serving-endpoints/chat/completions           checks the bearer token (issued by us and not
 - POST /serving-endpoints/responses                  expired, or --user-token), then lets the strict
                                                      offline model answer
+- POST /api/2.0/mcp/functions/main/tools            a managed MCP server (the app's own test MCP server,
+                                                     tests/support.py), behind the same token check
 - GET  /api/2.0/mlflow/experiments/get               --experiment-id, the one experiment it knows
 - POST /api/3.0/mlflow/traces                        MLflow's start of a trace export, recorded
 - GET  /fake/log                                     every request it saw, for the test to read
@@ -24,7 +26,9 @@ import argparse
 import base64
 import json
 import secrets
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,9 +37,15 @@ from agent_server.offline import create_offline_app
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+sys.path.insert(0, str(Path.cwd() / "tests"))  # run from the app's folder: its test helpers
+from support import mcp_tool_server  # noqa: E402
 
-def create_app(client_id: str, client_secret: str, expires_in: int, user_token: str, experiment_id: str) -> FastAPI:
-    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+MCP_PATH = "/api/2.0/mcp/functions/main/tools"
+
+
+def create_app(client_id: str, client_secret: str, expires_in: int, user_token: str, experiment_id: str) -> Any:
+    tools = mcp_tool_server(MCP_PATH)
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=tools.lifespan)
     experiment = experiment_id
     issued: dict[str, dict[str, Any]] = {}  # access token -> {"label": "m2m-1", "expires_at": ...}
     log: list[dict[str, Any]] = []
@@ -76,18 +86,26 @@ def create_app(client_id: str, client_secret: str, expires_in: int, user_token: 
         request.state.entry["issued"] = label
         return JSONResponse({"access_token": access_token, "token_type": "Bearer", "expires_in": expires_in})
 
-    async def serve(request: Request, path: str) -> Response:
-        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
-        entry = request.state.entry
+    def authorised(request: Request) -> bool:
+        return token_ok(request.headers.get("authorization", ""), request.state.entry)
+
+    def token_ok(authorization: str, entry: dict[str, Any]) -> bool:
+        """Records which token the request carried; False for one we did not issue, or that expired."""
+        bearer = authorization.removeprefix("Bearer ")
         if bearer and bearer == user_token:
             entry["token"] = "user"
         elif bearer in issued and time.time() < issued[bearer]["expires_at"]:
             entry["token"] = issued[bearer]["label"]
         else:
             entry["token"] = "expired" if bearer in issued else "unknown"
+            return False
+        return True
+
+    async def serve(request: Request, path: str) -> Response:
+        if not authorised(request):
             return _error(401, "UNAUTHENTICATED", "Invalid or expired access token.")
         body = await request.body()
-        entry["model"] = json.loads(body).get("model")
+        request.state.entry["model"] = json.loads(body).get("model")
         answer = await offline.post(path, content=body, headers={"content-type": "application/json"})
         return Response(answer.content, answer.status_code, media_type=answer.headers.get("content-type"))
 
@@ -120,7 +138,21 @@ def create_app(client_id: str, client_secret: str, expires_in: int, user_token: 
     async def not_found(path: str) -> Response:
         return _error(404, "ENDPOINT_NOT_FOUND", f"No API found for '/{path}'")
 
-    return app
+    async def workspace(scope: Any, receive: Any, send: Any) -> None:
+        """The managed MCP server's requests go straight to it (it streams), after the token check."""
+        if scope["type"] != "http" or scope["path"] != MCP_PATH:
+            await app(scope, receive, send)
+            return
+        entry: dict[str, Any] = {"method": scope["method"], "path": MCP_PATH}
+        headers = {key.decode(): value.decode() for key, value in scope["headers"]}
+        if token_ok(headers.get("authorization", ""), entry):
+            await tools.app(scope, receive, send)
+            log.append({**entry, "status": 200})
+        else:
+            await _error(401, "UNAUTHENTICATED", "Invalid or expired access token.")(scope, receive, send)
+            log.append({**entry, "status": 401})
+
+    return workspace
 
 
 def _basic_auth(request: Request) -> tuple[str, str] | None:

@@ -153,6 +153,31 @@ def wait_for_traces(workspace: str, count: int, timeout: float = 120) -> list[di
 
 
 @pytest.mark.xdist_group("deploy")
+def test_rehearsal_calls_a_managed_mcp_server_with_the_apps_refreshed_token(runtime, tmp_path):
+    """mcp_servers.uc_functions("main", "tools") as MCP_SERVERS names it, served by the fake workspace."""
+    port = free_port()
+    workspace = runtime["workspace"]
+    managed = [{"name": "uc-main-tools", "url": "/api/2.0/mcp/functions/main/tools", "databricks_auth": True}]
+    with start_app(runtime, tmp_path, port, MCP_SERVERS=json.dumps(managed)):
+        chat = chat_with(f"http://127.0.0.1:{port}", stream=False)
+        before = len(workspace_log(workspace))
+        assert "Sunny in Paris" in json.dumps(chat.send("Use lookup_weather"))
+        first = mcp_calls(workspace_log(workspace)[before:])
+        time.sleep(TOKEN_LIFETIME - SDK_EXPIRY_MARGIN + 0.5)  # past the token's usable life, as above
+        middle = len(workspace_log(workspace))
+        chat.stream = True
+        assert "Sunny in Paris" in json.dumps(chat.send("And lookup_weather again"))
+        second = mcp_calls(workspace_log(workspace)[middle:])
+    assert first and second and all(call["status"] == 200 for call in first + second), first + second
+    assert all(call["token"].startswith("m2m-") for call in first + second)
+    assert {call["token"] for call in first}.isdisjoint(call["token"] for call in second), "the token was refreshed"
+
+
+def mcp_calls(log: list[dict]) -> list[dict]:
+    return [entry for entry in log if entry["path"].startswith("/api/2.0/mcp/")]
+
+
+@pytest.mark.xdist_group("deploy")
 def test_rehearsal_refuses_the_offline_model_unless_told_to(runtime, tmp_path):
     refused = start_app(runtime, tmp_path, free_port(), LLM_PROVIDER="offline")
     assert refused.run_to_exit() != 0

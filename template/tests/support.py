@@ -179,6 +179,7 @@ class ToolServer:
     app: Any  # the ASGI app
     seen: list[dict[str, str]]  # the path and headers of every request it got
     tools: Any  # the mcp package's server, to add tools while it runs
+    lifespan: Any  # its lifespan, for an app that serves it inside its own (FastAPI(lifespan=...))
 
 
 def mcp_tool_server(path: str = "/mcp", token: str | None = None) -> ToolServer:
@@ -230,7 +231,7 @@ def mcp_tool_server(path: str = "/mcp", token: str | None = None) -> ToolServer:
                 return
         await app(scope, receive, send)
 
-    return ToolServer(recording, seen, tools)
+    return ToolServer(recording, seen, tools, app.router.lifespan_context)
 
 
 DELETED: list[str] = []  # the names mcp_tool_server's delete_file tool was called with, in this process
