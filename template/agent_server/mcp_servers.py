@@ -293,8 +293,15 @@ async def close_connections() -> None:
 
 
 def active_servers() -> list[MCPServer]:
-    """The MCP servers a request may use now."""
-    return [] if _connections is None else _connections.active()
+    """The MCP servers a request may use now. The names of those left out are on the request's trace."""
+    if _connections is None:
+        return []
+    active = _connections.active()
+    if left_out := [server.name for server in _connections.servers if server not in active]:
+        span = mlflow.get_current_active_span()
+        if span is not None:
+            span.set_attribute("mcp.left_out", left_out)
+    return active
 
 
 async def run_approved(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -80,6 +80,9 @@ def test_a_server_that_is_down_is_left_out_and_the_others_work(mcp_client, caplo
     chat = Chat(mcp_client, stream=False)
     assert "I saw 1 user" in reply_text(chat.send("Hello"))
     assert "Sunny in Paris" in tool_output(chat.send("Use lookup_weather"))
+    mlflow.flush_trace_async_logging()
+    root = mlflow.get_trace(mlflow.get_last_active_trace_id()).data.spans[0]
+    assert root.attributes["mcp.left_out"] == ["down"], "the trace says which server the request went without"
     warnings = [record.getMessage() for record in caplog.get_records("setup")]  # logged as the app started
     assert any(message.startswith("MCP server down is left out") for message in warnings), warnings
 
