@@ -153,7 +153,7 @@ def wait_for_traces(workspace: str, count: int, timeout: float = 120) -> list[di
 
 
 @pytest.mark.xdist_group("deploy")
-def test_rehearsal_calls_a_managed_mcp_server_with_the_apps_refreshed_token(runtime, tmp_path):
+def test_rehearsal_calls_a_managed_mcp_server_with_the_apps_refreshed_token_or_the_users(runtime, tmp_path):
     """mcp_servers.uc_functions("main", "tools") as MCP_SERVERS names it, served by the fake workspace."""
     port = free_port()
     workspace = runtime["workspace"]
@@ -171,6 +171,15 @@ def test_rehearsal_calls_a_managed_mcp_server_with_the_apps_refreshed_token(runt
     assert first and second and all(call["status"] == 200 for call in first + second), first + second
     assert all(call["token"].startswith("m2m-") for call in first + second)
     assert {call["token"] for call in first}.isdisjoint(call["token"] for call in second), "the token was refreshed"
+
+    # On behalf of the user: the request's own connection carries the user's token.
+    port = free_port()
+    with start_app(runtime, tmp_path, port, MCP_SERVERS=json.dumps(managed), LLM_ON_BEHALF_OF_USER="true"):
+        chat = chat_with(f"http://127.0.0.1:{port}", stream=True, headers={"x-forwarded-access-token": USER_TOKEN})
+        before = len(workspace_log(workspace))
+        assert "Sunny in Paris" in json.dumps(chat.send("Use lookup_weather"))
+        as_user = mcp_calls(workspace_log(workspace)[before:])
+    assert as_user and {(call["token"], call["status"]) for call in as_user} == {("user", 200)}, as_user
 
 
 def mcp_calls(log: list[dict]) -> list[dict]:

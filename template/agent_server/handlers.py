@@ -62,9 +62,9 @@ def customize_history(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items if hook is None else hook(items)
 
 
-def for_this_request(owners_agent: Agent) -> Agent:
-    """The owner's agent with the MCP servers that are up now, and tool call ids made unique."""
-    if servers := mcp_servers.active_servers():
+def for_this_request(owners_agent: Agent, servers: list[Any]) -> Agent:
+    """The owner's agent with this request's MCP servers, and tool call ids made unique."""
+    if servers:
         owners_agent = owners_agent.clone(mcp_servers=[*owners_agent.mcp_servers, *servers])
     return with_unique_call_ids(owners_agent)
 
@@ -72,14 +72,15 @@ def for_this_request(owners_agent: Agent) -> Agent:
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
-    ran = await mcp_servers.run_approved(history)
-    owners_agent = for_this_request(agent.create_agent())
-    errors.record_input(history, has_instructions=owners_agent.instructions is not None)
-    try:
-        result = await Runner.run(owners_agent, history)
-    except errors.MODEL_FAILURES as error:
-        errors.record(error)  # errors.UpstreamErrors answers with the status that says why, not a 500
-        raise
+    async with mcp_servers.servers_for_request() as servers:
+        ran = await mcp_servers.run_approved(history, servers)
+        owners_agent = for_this_request(agent.create_agent(), servers)
+        errors.record_input(history, has_instructions=owners_agent.instructions is not None)
+        try:
+            result = await Runner.run(owners_agent, history)
+        except errors.MODEL_FAILURES as error:
+            errors.record(error)  # errors.UpstreamErrors answers with the status that says why, not a 500
+            raise
     output = ReplayableOutput()
     # A call waiting for approval is in new_items twice: as the call, and as the approval it waits for.
     run_items = [run_item for run_item in result.new_items if not isinstance(run_item, ToolApprovalItem)]
@@ -91,9 +92,17 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
-    for item in await mcp_servers.run_approved(history):
-        yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
-    result = Runner.run_streamed(for_this_request(agent.create_agent()), input=history)
+    async with mcp_servers.servers_for_request() as servers:
+        for item in await mcp_servers.run_approved(history, servers):
+            yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
+        async for event in _streamed_run(request, history, for_this_request(agent.create_agent(), servers)):
+            yield event
+
+
+async def _streamed_run(
+    request: ResponsesAgentRequest, history: list[dict[str, Any]], owners_agent: Agent
+) -> AsyncIterator[ResponsesAgentStreamEvent]:
+    result = Runner.run_streamed(owners_agent, input=history)
     output = ReplayableOutput()
     message_id = replayable_id("message", None)
     async for event in result.stream_events():

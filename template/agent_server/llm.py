@@ -224,9 +224,15 @@ class DatabricksAuth(httpx.Auth):
         yield request
 
     def _user_headers(self) -> dict[str, str] | None:
-        if not self._on_behalf_of_user:
-            return None
-        from mlflow.genai.agent_server import get_request_headers
-
-        token = get_request_headers().get("x-forwarded-access-token")
+        token = user_token() if self._on_behalf_of_user else None
         return {"Authorization": f"Bearer {token}"} if token else None
+
+
+def user_token() -> str | None:
+    """With LLM_ON_BEHALF_OF_USER=true, the signed-in user's token that came with this request
+    (Databricks Apps' x-forwarded-access-token); None otherwise."""
+    if not _true(os.environ.get("LLM_ON_BEHALF_OF_USER")):
+        return None
+    from mlflow.genai.agent_server import get_request_headers
+
+    return get_request_headers().get("x-forwarded-access-token") or None

@@ -25,11 +25,12 @@ is an error output the model reads, never a failed request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import AsyncIterator, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +184,8 @@ class McpConnections:
 
     def __init__(self, specs: Iterable[McpServerSpec], settings: Settings | None = None) -> None:
         self.settings = settings or Settings.from_env()
-        self.servers = [self._server(spec) for spec in specs]
+        self.specs = list(specs)
+        self.servers = [self._server(spec) for spec in self.specs]
         self.manager = MCPServerManager(
             self.servers, connect_timeout_seconds=self.settings.connect_timeout, connect_in_parallel=True
         )
@@ -191,13 +193,17 @@ class McpConnections:
         self.tools_listed_at = time.monotonic()
         self._retrying: asyncio.Task[None] | None = None
 
-    def _server(self, spec: McpServerSpec) -> MCPServer:
+    def _server(self, spec: McpServerSpec, user_token: str | None = None) -> MCPServer:
+        """A server for `spec`; a Databricks one called as the user who holds `user_token`, when given."""
         headers = {header: os.environ.get(variable, "") for header, variable in spec.headers_from_env.items()}
         url, auth = spec.url, None
         if spec.databricks_auth:
             config = llm.databricks_config()
             url = f"{config.host.rstrip('/')}{spec.url}" if spec.url.startswith("/") else spec.url
-            auth = DatabricksAuth(config)
+            if user_token is None:
+                auth = DatabricksAuth(config)
+            else:
+                headers["Authorization"] = f"Bearer {user_token}"
         params: dict[str, Any] = {"url": url, "headers": headers, "timeout": self.settings.timeout}
         if auth is not None:
             params["auth"] = auth
@@ -292,6 +298,37 @@ async def close_connections() -> None:
         _connections = None
 
 
+@contextlib.asynccontextmanager
+async def servers_for_request() -> AsyncIterator[list[MCPServer]]:
+    """The MCP servers one request uses: the shared connections that are up.
+
+    With LLM_ON_BEHALF_OF_USER=true and the user's token on the request, each Databricks server is
+    called as that user instead, over a connection of the request's own, opened before the run and
+    closed after it (a shared connection carries one identity).
+    """
+    shared = active_servers()
+    token = llm.user_token()
+    if _connections is None or token is None:
+        yield shared
+        return
+    pairs = list(zip(_connections.specs, _connections.servers, strict=True))
+    servers = [server for spec, server in pairs if server in shared and not spec.databricks_auth]
+    own: list[MCPServer] = []
+    for spec, _ in pairs:
+        if spec.databricks_auth:
+            as_user = _connections._server(spec, user_token=token)
+            try:
+                await asyncio.wait_for(as_user.connect(), _connections.settings.connect_timeout)
+                own.append(as_user)
+            except Exception as error:  # left out of this request, like a shared server that is down
+                logger.warning("MCP server %s is left out of this request: as the user, %s", spec.label, error)
+    try:
+        yield servers + own
+    finally:
+        for server in own:
+            await server.cleanup()
+
+
 def active_servers() -> list[MCPServer]:
     """The MCP servers a request may use now. The names of those left out are on the request's trace."""
     if _connections is None:
@@ -304,12 +341,12 @@ def active_servers() -> list[MCPServer]:
     return active
 
 
-async def run_approved(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def run_approved(history: list[dict[str, Any]], servers: list[MCPServer]) -> list[dict[str, Any]]:
     """Run the calls the user approved at the end of `history` (approvals.py), putting each output in its
     place; returns those outputs as output items, for the client to keep with its approval."""
     ran = []
     for call in approvals.to_run(history):
-        output = await run_tool(call["name"], call["arguments"])
+        output = await run_tool(call["name"], call["arguments"], servers)
         for item in history:
             if item.get("type") == "function_call_output" and item["call_id"] == call["call_id"]:
                 item["output"] = output
@@ -317,9 +354,9 @@ async def run_approved(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return ran
 
 
-async def run_tool(name: str, arguments: str) -> str:
-    """Call tool `name` on the first MCP server up now that offers it; a failure is the output's text."""
-    for server in active_servers():
+async def run_tool(name: str, arguments: str, servers: list[MCPServer]) -> str:
+    """Call tool `name` on the first of `servers` that offers it; a failure is the output's text."""
+    for server in servers:
         try:
             if name not in {tool.name for tool in await server.list_tools()}:
                 continue
