@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse
 from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
-from agent_server import agent, mcp_servers, tracing
+from agent_server import agent, mcp_connections, mcp_servers, tracing
 from agent_server.errors import OneErrorShape, UpstreamErrors
 from agent_server.request_guard import BrowserGuard, RequestGuard
 
@@ -40,11 +40,11 @@ _serve = app.router.lifespan_context
 async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
     """MLflow's own start-up and shutdown, with the MCP servers' connections opened and closed inside it."""
     async with _serve(served_app) as state:
-        await mcp_servers.open_connections(mcp_servers.declared(agent))
+        await mcp_connections.open_connections(mcp_servers.declared(agent))
         try:
             yield state
         finally:
-            await mcp_servers.close_connections()
+            await mcp_connections.close_connections()
 
 
 app.router.lifespan_context = _lifespan

@@ -13,7 +13,7 @@ from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import agent, approvals, errors, llm, mcp_servers
+from agent_server import agent, approvals, errors, llm, mcp_connections
 from agent_server.history import render_history
 from agent_server.output_items import ReplayableOutput, replayable_id, with_unique_call_ids
 
@@ -72,8 +72,8 @@ def for_this_request(owners_agent: Agent, servers: list[Any]) -> Agent:
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
-    async with mcp_servers.servers_for_request() as servers:
-        ran = await mcp_servers.run_approved(history, servers)
+    async with mcp_connections.servers_for_request() as servers:
+        ran = await mcp_connections.run_approved(history, servers)
         owners_agent = for_this_request(agent.create_agent(), servers)
         errors.record_input(history, has_instructions=owners_agent.instructions is not None)
         try:
@@ -92,8 +92,8 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
-    async with mcp_servers.servers_for_request() as servers:
-        for item in await mcp_servers.run_approved(history, servers):
+    async with mcp_connections.servers_for_request() as servers:
+        for item in await mcp_connections.run_approved(history, servers):
             yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
         async for event in _streamed_run(request, history, for_this_request(agent.create_agent(), servers)):
             yield event

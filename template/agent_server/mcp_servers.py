@@ -1,47 +1,23 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""MCP servers whose tools the agent may call: declared, connected once per process, kept apart when they fail.
+"""The MCP servers whose tools the agent may call, as the owner declares them.
 
 Declare servers in agent.py (`MCP_SERVERS = [mcp_servers.uc_functions("main", "tools")]`) or at deploy
 time in the variable MCP_SERVERS, a JSON array of objects with `url` and optional `name`,
 `databricks_auth` (true: the Databricks token the model uses), `headers_from_env` (header name ->
 the variable holding its value, so no secret is ever written in code or config) and
 `require_approval` (true, or a list of tool names: the user approves each call first; see
-approvals.py). Both lists are used.
-
-| variable | what | default |
-|---|---|---|
-| MCP_CONNECT_TIMEOUT_SECONDS | how long connecting to one server may take | 10 |
-| MCP_TIMEOUT_SECONDS | how long one request to a server (a tool call, its tool list) may take | 30 |
-| MCP_TOOLS_TTL_SECONDS | how long a server's tool list is cached | 300 |
-| MCP_RETRY_SECONDS | how often servers that are down, or dropped, are connected again | 30 |
-| MCP_MAX_OUTPUT_CHARS | a tool output longer than this is cut, and says so | 20000 |
-
-Connections open when the app starts and close when it stops. A server that cannot be reached, is
-too slow, or refuses the credentials is left out of requests (a warning in the log) until a retry
-connects it; the other servers and the turns that need no tool keep working. A tool call that fails
-is an error output the model reads, never a failed request.
+approvals.py). Both lists are used. agent_server/mcp_connections.py connects to them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import logging
 import os
-import time
-from collections.abc import AsyncIterator, Generator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
-import mlflow
-from agents.mcp import MCPServer, MCPServerManager, MCPServerStreamableHttp
-from mlflow.entities import SpanType
-
-from agent_server import approvals, llm
-
-logger = logging.getLogger(__name__)
+from agent_server import llm
 
 SPEC_KEYS = {"url", "name", "databricks_auth", "headers_from_env", "require_approval"}
 
@@ -126,244 +102,6 @@ def _spec(index: int, entry: Any) -> McpServerSpec:
     return McpServerSpec(entry["url"].strip(), name, entry.get("databricks_auth", False), headers, approval)
 
 
-class DatabricksAuth(httpx2.Auth):
-    """The app's own Databricks token on every MCP request; databricks-sdk refreshes it before it expires."""
-
-    def __init__(self, config: Any) -> None:
-        self._config = config
-
-    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
-        request.headers.update(self._config.authenticate())
-        yield request
-
-
-class CappedOutputServer(MCPServerStreamableHttp):
-    """A streamable-HTTP MCP server whose tool outputs are cut to MCP_MAX_OUTPUT_CHARS, marked as cut."""
-
-    def __init__(self, *args: Any, max_output_chars: int, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.max_output_chars = max_output_chars
-
-    async def call_tool(self, tool_name: str, arguments: dict[str, Any] | None, meta: Any = None) -> Any:
-        # A span of its own names the server (the SDK's tool span does not) and times the call to it.
-        with mlflow.start_span(name=f"mcp {self.name}/{tool_name}", span_type=SpanType.TOOL) as span:
-            span.set_attributes({"mcp.server": self.name, "mcp.tool": tool_name})
-            result = await super().call_tool(tool_name, arguments, meta)
-        budget = self.max_output_chars
-        for part in result.content:
-            text = getattr(part, "text", None)
-            if isinstance(text, str):
-                if len(text) > budget:
-                    note = f"[cut: the tool returned {len(text)} characters; MCP_MAX_OUTPUT_CHARS]"
-                    part.text = f"{text[:budget]}\n{note}"
-                budget = max(0, budget - len(text))
-        return result
-
-
-@dataclass
-class Settings:
-    connect_timeout: float
-    timeout: float
-    tools_ttl: float
-    retry_every: float
-    max_output_chars: int
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        return cls(
-            connect_timeout=llm.env_number("MCP_CONNECT_TIMEOUT_SECONDS", 10),
-            timeout=llm.env_number("MCP_TIMEOUT_SECONDS", 30),
-            tools_ttl=llm.env_number("MCP_TOOLS_TTL_SECONDS", 300),
-            retry_every=llm.env_number("MCP_RETRY_SECONDS", 30),
-            max_output_chars=int(llm.env_number("MCP_MAX_OUTPUT_CHARS", 20_000)),
-        )
-
-
-class McpConnections:
-    """The process's MCP connections: opened at start-up, retried while down or dropped, closed at shutdown."""
-
-    def __init__(self, specs: Iterable[McpServerSpec], settings: Settings | None = None) -> None:
-        self.settings = settings or Settings.from_env()
-        self.specs = list(specs)
-        self.servers = [self._server(spec) for spec in self.specs]
-        self.manager = MCPServerManager(
-            self.servers, connect_timeout_seconds=self.settings.connect_timeout, connect_in_parallel=True
-        )
-        self.dropped: set[MCPServer] = set()  # a call to it failed: left out until it reconnects
-        self.tools_listed_at = time.monotonic()
-        self._retrying: asyncio.Task[None] | None = None
-
-    def _server(self, spec: McpServerSpec, user_token: str | None = None) -> MCPServer:
-        """A server for `spec`; a Databricks one called as the user who holds `user_token`, when given."""
-        headers = {header: os.environ.get(variable, "") for header, variable in spec.headers_from_env.items()}
-        url, auth = spec.url, None
-        if spec.databricks_auth:
-            config = llm.databricks_config()
-            url = f"{config.host.rstrip('/')}{spec.url}" if spec.url.startswith("/") else spec.url
-            if user_token is None:
-                auth = DatabricksAuth(config)
-            else:
-                headers["Authorization"] = f"Bearer {user_token}"
-        params: dict[str, Any] = {"url": url, "headers": headers, "timeout": self.settings.timeout}
-        if auth is not None:
-            params["auth"] = auth
-        server_ref: list[MCPServer] = []
-
-        def tool_failed(context: Any, error: Exception) -> str:
-            # Called for a call that raised (no connection, a timeout), not for a tool that reported an error.
-            logger.warning("MCP server %s failed a tool call, left out until it reconnects: %s", spec.label, error)
-            self.dropped.add(server_ref[0])
-            return f"Error: the tool's server ({spec.label}) did not answer: {error}"
-
-        approval: Any = {True: "always", False: None}.get(spec.require_approval)  # type: ignore[call-overload]
-        if isinstance(spec.require_approval, tuple):
-            approval = {"always": {"tool_names": list(spec.require_approval)}}
-        created = CappedOutputServer(
-            params,  # type: ignore[arg-type]
-            name=spec.label,
-            require_approval=approval,
-            cache_tools_list=True,
-            client_session_timeout_seconds=self.settings.timeout,
-            failure_error_function=tool_failed,
-            max_output_chars=self.settings.max_output_chars,
-        )
-        server_ref.append(created)
-        return created
-
-    async def start(self) -> None:
-        await self.manager.__aenter__()
-        self._report()
-        self._retrying = asyncio.create_task(self._keep_connected(), name="mcp-retry")
-
-    def active(self) -> list[MCPServer]:
-        """The servers a request may use now: connected, and not dropped since."""
-        if time.monotonic() - self.tools_listed_at > self.settings.tools_ttl:
-            for server in self.servers:
-                server.invalidate_tools_cache()
-            self.tools_listed_at = time.monotonic()
-        return [server for server in self.manager.active_servers if server not in self.dropped]
-
-    async def stop(self) -> None:
-        if self._retrying is not None:
-            self._retrying.cancel()
-        await self.manager.__aexit__(None, None, None)
-
-    async def _keep_connected(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.retry_every)
-            try:
-                await self.retry()
-            except Exception as error:  # a retry that fails leaves things as they were; try again later
-                logger.warning("MCP servers could not be reconnected: %s", error)
-
-    async def retry(self) -> None:
-        """Connect the servers that are down, and the ones a failed call dropped."""
-        if self.dropped:
-            self.dropped.clear()
-            await self.manager.reconnect(failed_only=False)
-        elif self.manager.failed_servers:
-            await self.manager.reconnect(failed_only=True)
-        else:
-            return
-        self._report()
-
-    def _report(self) -> None:
-        for server, error in self.manager.errors.items():
-            logger.warning("MCP server %s is left out of requests until it connects: %s", server.name, error)
-        if self.manager.active_servers:
-            logger.info("MCP servers connected: %s", ", ".join(s.name for s in self.manager.active_servers))
-
-
-_connections: McpConnections | None = None
-
-
 def declared(agent_module: Any) -> list[McpServerSpec]:
     """The servers agent.py declares (its optional MCP_SERVERS list), then those in the variable MCP_SERVERS."""
     return [*getattr(agent_module, "MCP_SERVERS", []), *from_env()]
-
-
-async def open_connections(specs: list[McpServerSpec]) -> None:
-    """At start-up: connect the declared servers (none declared: nothing to do)."""
-    global _connections
-    if specs:
-        _connections = McpConnections(specs)
-        await _connections.start()
-
-
-async def close_connections() -> None:
-    """At shutdown."""
-    global _connections
-    if _connections is not None:
-        await _connections.stop()
-        _connections = None
-
-
-@contextlib.asynccontextmanager
-async def servers_for_request() -> AsyncIterator[list[MCPServer]]:
-    """The MCP servers one request uses: the shared connections that are up.
-
-    With LLM_ON_BEHALF_OF_USER=true and the user's token on the request, each Databricks server is
-    called as that user instead, over a connection of the request's own, opened before the run and
-    closed after it (a shared connection carries one identity).
-    """
-    shared = active_servers()
-    token = llm.user_token()
-    if _connections is None or token is None:
-        yield shared
-        return
-    pairs = list(zip(_connections.specs, _connections.servers, strict=True))
-    servers = [server for spec, server in pairs if server in shared and not spec.databricks_auth]
-    own: list[MCPServer] = []
-    for spec, _ in pairs:
-        if spec.databricks_auth:
-            as_user = _connections._server(spec, user_token=token)
-            try:
-                await asyncio.wait_for(as_user.connect(), _connections.settings.connect_timeout)
-                own.append(as_user)
-            except Exception as error:  # left out of this request, like a shared server that is down
-                logger.warning("MCP server %s is left out of this request: as the user, %s", spec.label, error)
-    try:
-        yield servers + own
-    finally:
-        for server in own:
-            await server.cleanup()
-
-
-def active_servers() -> list[MCPServer]:
-    """The MCP servers a request may use now. The names of those left out are on the request's trace."""
-    if _connections is None:
-        return []
-    active = _connections.active()
-    if left_out := [server.name for server in _connections.servers if server not in active]:
-        span = mlflow.get_current_active_span()
-        if span is not None:
-            span.set_attribute("mcp.left_out", left_out)
-    return active
-
-
-async def run_approved(history: list[dict[str, Any]], servers: list[MCPServer]) -> list[dict[str, Any]]:
-    """Run the calls the user approved at the end of `history` (approvals.py), putting each output in its
-    place; returns those outputs as output items, for the client to keep with its approval."""
-    ran = []
-    for call in approvals.to_run(history):
-        output = await run_tool(call["name"], call["arguments"], servers)
-        for item in history:
-            if item.get("type") == "function_call_output" and item["call_id"] == call["call_id"]:
-                item["output"] = output
-        ran.append({"type": "function_call_output", "call_id": call["call_id"], "output": output})
-    return ran
-
-
-async def run_tool(name: str, arguments: str, servers: list[MCPServer]) -> str:
-    """Call tool `name` on the first of `servers` that offers it; a failure is the output's text."""
-    for server in servers:
-        try:
-            if name not in {tool.name for tool in await server.list_tools()}:
-                continue
-            result = await server.call_tool(name, json.loads(arguments or "{}"))
-        except Exception as error:  # the model reads what went wrong, as with any failed tool call
-            return f"Error: the tool's server ({server.name}) did not answer: {error}"
-        text = "\n".join(part.text for part in result.content if isinstance(getattr(part, "text", None), str))
-        failed = getattr(result, "is_error", None) or getattr(result, "isError", None)  # mcp 2.x, 1.x
-        return f"Error: {text}" if failed else text
-    return f"Error: no MCP server that is up now offers the tool {name!r}."

@@ -54,10 +54,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         current = llm.check_configuration()
         # Their number settings (limits) are read as they load: a bad one stops start-app here, in one line.
-        from agent_server import mcp_servers, request_guard, tracing  # noqa: F401
+        from agent_server import mcp_connections, mcp_servers, request_guard, tracing  # noqa: F401
 
         tracing.Limits.from_env()
-        mcp_servers.Settings.from_env()
+        mcp_connections.Settings.from_env()
         mcp_servers.from_env()
     except llm.ConfigurationError as error:
         sys.exit(f"start-app: {error}")

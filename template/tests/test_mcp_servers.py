@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""MCP tools (agent_server/mcp_servers.py) against a real MCP server on a loopback port.
+"""MCP tools (agent_server/mcp_servers.py, mcp_connections.py) against a real MCP server on a loopback port.
 
 The server (support.mcp_tool_server) is built with the `mcp` package's own server side. The
 offline model calls a tool whose name the user's turn says, with no arguments.
@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from support import DELETED, START_APP, Chat, ServerThread, app_env, free_port, mcp_tool_server, post, reply_text
 
-from agent_server import approvals, mcp_servers
+from agent_server import approvals, mcp_connections, mcp_servers
 
 MANAGED_PATH = "/api/2.0/mcp/functions/main/tools"
 
@@ -102,9 +102,9 @@ def test_a_huge_output_is_cut_and_says_so(mcp_client):
 def test_a_slow_server_is_an_error_output_then_left_out_until_it_reconnects(mcp_client):
     chat = Chat(mcp_client, stream=False)
     assert "did not answer" in tool_output(chat.send("Use slow_lookup"))
-    assert not mcp_servers.active_servers(), "a server whose call failed is left out"
+    assert not mcp_connections.active_servers(), "a server whose call failed is left out"
     assert "I saw" in reply_text(chat.send("Use lookup_weather")), "the turn still answers, without the tool"
-    mcp_client.portal.call(mcp_servers._connections.retry)  # what the retry loop does every MCP_RETRY_SECONDS
+    mcp_client.portal.call(mcp_connections._connections.retry)  # what the retry loop does every MCP_RETRY_SECONDS
     assert "Sunny in Paris" in tool_output(chat.send("Use lookup_weather"))
 
 
@@ -194,7 +194,7 @@ def test_databricks_managed_servers_get_the_apps_token(monkeypatch):
         assert spec.url == MANAGED_PATH and spec.databricks_auth
 
         async def call() -> str:
-            connections = mcp_servers.McpConnections([spec])
+            connections = mcp_connections.McpConnections([spec])
             await connections.start()
             try:
                 [server] = connections.active()
@@ -217,7 +217,7 @@ def test_headers_come_from_the_variables_named_and_a_refused_server_is_left_out(
         spec = mcp_servers.server(f"{url}/mcp", "guarded", headers_from_env={"Authorization": "TOOLS_AUTH"})
 
         async def tools_offered() -> list[str]:
-            connections = mcp_servers.McpConnections([spec])
+            connections = mcp_connections.McpConnections([spec])
             await connections.start()
             try:
                 return [tool.name for server in connections.active() for tool in await server.list_tools()]
@@ -238,7 +238,7 @@ def test_a_tool_added_while_the_app_runs_is_offered_once_the_cache_expires(monke
         monkeypatch.setenv("MCP_TOOLS_TTL_SECONDS", "0.2")
 
         async def offered_before_and_after() -> tuple[set[str], set[str]]:
-            connections = mcp_servers.McpConnections([mcp_servers.server(f"{url}/mcp", "growing")])
+            connections = mcp_connections.McpConnections([mcp_servers.server(f"{url}/mcp", "growing")])
             await connections.start()
             try:
                 [server] = connections.active()
