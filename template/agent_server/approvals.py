@@ -4,9 +4,9 @@
 When the model calls a tool that needs approval, the turn ends with an `mcp_approval_request`
 item instead of the call (the Databricks chat UI shows it as Approve/Deny buttons). Its id is a
 signature of the call (tool name and arguments) and of the user turns before it, made with
-MCP_APPROVAL_SECRET, so a request the app did not make, one moved into another conversation, or
-one whose arguments were changed is refused with a 400: the app never runs a tool on the
-client's word alone.
+MCP_APPROVAL_SECRET, so an approval of a request the app did not make, of one moved into another
+conversation, or of one whose arguments were changed runs nothing: the model is told the approval
+was not run. The app never runs a tool on the client's word alone.
 
 The render turns the request into the tool call, and the client's `mcp_approval_response` into
 its output: for a denial, a text saying so; for an approval, APPROVED, which the handler replaces
@@ -30,6 +30,10 @@ from typing import Any
 ID_PREFIX = "mcpr_"
 APPROVED = "\x00approved: the app runs this tool and puts its output here"
 NOT_RUN_AGAIN = "This tool call was approved earlier; its output is not in this conversation."
+NOT_VERIFIED = (
+    "This approval was not run: the app did not make this approval request for this conversation and call "
+    "(or was restarted without MCP_APPROVAL_SECRET). Ask again if the tool is still needed."
+)
 _SECRET = (os.environ.get("MCP_APPROVAL_SECRET") or "").encode() or secrets.token_bytes(32)
 
 
@@ -98,26 +102,28 @@ def to_run(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return runs
 
 
-def refusal(client_items: Sequence[Any], rendered: Sequence[Any]) -> tuple[int, str] | None:
-    """(index, reason) for the first approval the app must not honour, or None.
+def honour_only_genuine(client_items: Sequence[Any], rendered: Sequence[Any]) -> list[int]:
+    """Turn every APPROVED output this app must not honour into NOT_VERIFIED; returns their client indices.
 
-    `rendered` is the render of `client_items` with sources (history.Rendered). An APPROVED output
-    may come only from an `mcp_approval_response` to an `mcp_approval_request` this app made for
-    this conversation and call. (A request answered otherwise runs nothing, so it is not checked:
-    a client can send any tool call with any output.)
+    `rendered` is the render of `client_items` with sources (history.Rendered). An approval runs a
+    tool only when it answers an `mcp_approval_request` this app signed for this conversation and
+    call. Any other (forged, moved, changed, or signed by a process with another secret) runs
+    nothing, and the model is told why: a 400 would come back with the same history on every
+    later turn, so the conversation could never continue.
     """
     requests = {}
+    refused = []
     for position, entry in enumerate(rendered):
         client = client_items[entry.index]
         if client.get("type") == "mcp_approval_request" and entry.item.get("type") == "function_call":
-            requests[entry.item["call_id"]] = (position, entry.index, client)
+            requests[entry.item["call_id"]] = (position, client)
         elif entry.item.get("output") == APPROVED:
-            if client.get("type") != "mcp_approval_response" or entry.item.get("call_id") not in requests:
-                return entry.index, "an approval must answer an approval request made by this app, before it"
-            request_position, request_index, request = requests[entry.item["call_id"]]
-            if not is_genuine([earlier.item for earlier in rendered[:request_position]], request):
-                return request_index, "this approval request was not made by this app for this conversation and call"
-    return None
+            request = requests.get(entry.item.get("call_id"))
+            genuine = client.get("type") == "mcp_approval_response" and request is not None
+            if not genuine or not is_genuine([earlier.item for earlier in rendered[: request[0]]], request[1]):
+                entry.item["output"] = NOT_VERIFIED
+                refused.append(entry.index)
+    return refused
 
 
 def replayed_twice(items: Sequence[Any]) -> set[int]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from typing import Any
 
@@ -46,6 +47,7 @@ from agent_server import approvals, llm
 from agent_server.errors import INPUT_SOURCES, HttpMiddleware, error_response
 from agent_server.history import HistoryError, json_type, render_with_sources
 
+logger = logging.getLogger(__name__)
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
 MAX_JSON_DEPTH = 64
 
@@ -110,9 +112,8 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], list[int]]:
         rendered = render_with_sources(items, api=llm.settings().api)
     except HistoryError as error:
         raise BadRequest(str(error), param=f"input[{error.index}]") from None
-    if refused := approvals.refusal(items, rendered):
-        index, reason = refused
-        raise BadRequest(f"input[{index}]: {reason}", param=f"input[{index}]")
+    for index in approvals.honour_only_genuine(items, rendered):
+        logger.warning("input[%d]: an approval this app did not sign runs nothing", index)
     body["input"] = [r.item for r in rendered]
     return body, [r.index for r in rendered]
 

@@ -181,7 +181,7 @@ SHAPES: list[Shape] = [
         note=(
             "A denial becomes the call's output, so the model learns the user said no (and why, when the "
             "response has a `reason`). Only an approval runs the tool, and only one whose request this app "
-            "signed for this conversation and call; any other approval is a 400."
+            "signed for this conversation and call; any other approval runs nothing, and the model is told so."
         ),
         history=[
             input_text("Delete a.txt"),
