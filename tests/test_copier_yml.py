@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import yaml
-from renders import ROOT, render
+from renders import ROOT, render, run
 
 CONFIG = yaml.safe_load((ROOT / "copier.yml").read_text())
 
@@ -19,11 +22,13 @@ def test_needs_no_trust():
     assert "_migrations" not in CONFIG
 
 
-def test_every_question_has_help():
+def test_every_question_has_one_short_line_of_help():
+    """copier cuts a prompt at the terminal's width: each help fits 80 columns beside copier's own marks."""
     questions = {name: spec for name, spec in CONFIG.items() if not name.startswith("_")}
     assert {"app_name", "description", "llm_provider", "llm_model", "llm_api", "github_ci"} <= questions.keys()
     for name, spec in questions.items():
         assert spec.get("help"), f"question {name} has no help text"
+        assert "\n" not in spec["help"] and len(spec["help"]) <= 70, f"{name}: {spec['help']!r}"
 
 
 @pytest.mark.parametrize(
@@ -53,3 +58,18 @@ def test_other_validators(tmp_path, answers):
 def test_bad_choice_is_rejected(tmp_path):
     with pytest.raises(ValueError):
         render(tmp_path / "app", {"llm_provider": "anthropic"})
+
+
+@pytest.mark.parametrize(
+    ("provider", "needed"), [("offline", None), ("openai", "OPENAI_API_KEY"), ("databricks", "DATABRICKS_HOST")]
+)
+def test_the_message_after_copy_fits_the_answers(tmp_path, provider, needed):
+    """It says to commit first (copier update refuses an app outside git) and what start-app needs to run."""
+    copier = str(Path(sys.executable).with_name("copier"))
+    args = [copier, "copy", "--defaults", "--vcs-ref", "HEAD", "--data", f"llm_provider={provider}", str(ROOT)]
+    message = run([*args, str(tmp_path / "app")], cwd=tmp_path).stderr
+    assert "git init && git add -A && git commit" in message
+    if needed is None:
+        assert "export " not in message
+    else:
+        assert message.index(f"export {needed}") < message.index("uv run start-app"), message
