@@ -128,8 +128,8 @@ class McpConnections:
             self.dropped.add(server_ref[0])
             return f"Error: the tool's server ({spec.label}) did not answer: {error}"
 
-        approval: Any = {True: "always", False: None}.get(spec.require_approval)  # type: ignore[call-overload]
-        if isinstance(spec.require_approval, tuple):
+        approval: Any = "always" if spec.require_approval is True else None
+        if isinstance(spec.require_approval, tuple):  # these tools only
             approval = {"always": {"tool_names": list(spec.require_approval)}}
         created = CappedOutputServer(
             params,  # type: ignore[arg-type]
