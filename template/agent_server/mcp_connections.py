@@ -150,11 +150,23 @@ class McpConnections:
 
     def active(self) -> list[MCPServer]:
         """The servers a request may use now: connected, and not dropped since."""
-        if time.monotonic() - self.tools_listed_at > self.settings.tools_ttl:
-            for server in self.servers:
-                server.invalidate_tools_cache()
-            self.tools_listed_at = time.monotonic()
         return [server for server in self.manager.active_servers if server not in self.dropped]
+
+    async def refresh_tools(self) -> None:
+        """Once MCP_TOOLS_TTL_SECONDS have passed, list each server's tools again, here rather than inside
+        a run: a server that fails to list them is dropped, instead of failing the run that asked."""
+        if time.monotonic() - self.tools_listed_at <= self.settings.tools_ttl:
+            return
+        self.tools_listed_at = time.monotonic()
+        for server in self.active():
+            server.invalidate_tools_cache()
+            try:
+                await asyncio.wait_for(server.list_tools(), self.settings.timeout)
+            except Exception as error:  # down since it connected: left out until a retry connects it
+                logger.warning(
+                    "MCP server %s could not list its tools, left out until it reconnects: %s", server.name, error
+                )
+                self.dropped.add(server)
 
     async def stop(self) -> None:
         if self._retrying is not None:
@@ -214,6 +226,8 @@ async def servers_for_request() -> AsyncIterator[list[MCPServer]]:
     called as that user instead, over a connection of the request's own, opened before the run and
     closed after it (a shared connection carries one identity).
     """
+    if _connections is not None:
+        await _connections.refresh_tools()
     shared = active_servers()
     token = llm.user_token()
     if _connections is None or token is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -252,7 +253,8 @@ def test_a_tool_added_while_the_app_runs_is_offered_once_the_cache_expires(monke
                 cached = {tool.name for tool in await server.list_tools()}
                 assert cached == before, "within MCP_TOOLS_TTL_SECONDS the cached list is used"
                 await asyncio.sleep(0.3)
-                [server] = connections.active()  # a request after the TTL asks the server again
+                await connections.refresh_tools()  # what each request does first
+                [server] = connections.active()
                 return before, {tool.name for tool in await server.list_tools()}
             finally:
                 await connections.stop()
@@ -276,3 +278,19 @@ def test_a_malformed_mcp_servers_is_a_one_line_error_at_start_up(value, message)
     result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert result.stderr.strip().startswith(f"start-app: {message}"), result.stderr
+
+
+def test_a_server_gone_when_its_tool_list_expires_is_left_out_not_a_failed_turn(monkeypatch, api_mode, model_log):
+    """The tool list is refreshed before the run: a server down by then is dropped, and the turn answers."""
+    from agent_server.app import app
+
+    stopping = ServerThread(mcp_tool_server().app)
+    url = stopping.__enter__()
+    monkeypatch.setenv("MCP_SERVERS", json.dumps([{"name": "brief", "url": f"{url}/mcp"}]))
+    monkeypatch.setenv("MCP_TOOLS_TTL_SECONDS", "0.2")
+    with TestClient(app) as client:
+        assert "Sunny in Paris" in tool_output(Chat(client, stream=True).send("Use lookup_weather"))
+        stopping.__exit__(None, None, None)
+        time.sleep(0.3)
+        items = Chat(client, stream=True).send("Use lookup_weather")
+        assert "You said: Use lookup_weather" in reply_text(items), "no tool to call, and no failed turn"
