@@ -18,7 +18,8 @@ from fastapi.responses import HTMLResponse
 from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
-from agent_server import agent, mcp_connections, mcp_servers, tracing
+from agent_server import agent, mcp_connections, mcp_servers, memory, tracing
+from agent_server.conversations_api import router as conversations_router
 from agent_server.errors import OneErrorShape, UpstreamErrors
 from agent_server.request_guard import BrowserGuard, RequestGuard
 
@@ -38,16 +39,20 @@ _serve = app.router.lifespan_context
 
 @contextlib.asynccontextmanager
 async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
-    """MLflow's own start-up and shutdown, with the MCP servers' connections opened and closed inside it."""
+    """MLflow's own start-up and shutdown, with conversation memory and the MCP servers' connections
+    opened and closed inside it."""
     async with _serve(served_app) as state:
+        await memory.open_memory()
         await mcp_connections.open_connections(mcp_servers.declared(agent))
         try:
             yield state
         finally:
             await mcp_connections.close_connections()
+            await memory.close_memory()
 
 
 app.router.lifespan_context = _lifespan
+app.include_router(conversations_router)
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

@@ -47,6 +47,7 @@ TYPES = {
     403: "permission_error",
     404: "not_found_error",
     408: "timeout_error",
+    409: "conflict_error",
     413: "request_too_large",
     415: "invalid_request_error",
     429: "rate_limit_error",
@@ -61,6 +62,15 @@ INPUT_SOURCES = "agent_server.input_sources"
 PASSED_ON = frozenset({429})
 OUR_FAULT = frozenset({401, 403, 404})
 MODEL_FAILURES = (openai.APIError, MaxTurnsExceeded)
+
+
+class BadRequest(ValueError):
+    """What the app refuses to run: answered with `status` and this message, naming `param` if it can."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.param = param
+        self.status = status
 
 
 def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
@@ -166,7 +176,7 @@ def record_input(items: list[Any], has_instructions: bool) -> None:
         failure.model_input, failure.system_messages = items, int(has_instructions)
 
 
-def client_param(param: str | None, sources: list[int] | None, failure: UpstreamFailure) -> str | None:
+def client_param(param: str | None, sources: list[int | None] | None, failure: UpstreamFailure) -> str | None:
     """The model's `param` for one of the items the agent ran on, as the index of the client's item."""
     items = failure.model_input
     match = re.fullmatch(r"(input|messages)\.?\[(\d+)\](.*)", param or "")
@@ -176,6 +186,8 @@ def client_param(param: str | None, sources: list[int] | None, failure: Upstream
     item = number if key == "input" else _item_of_message(items, number - failure.system_messages)
     if item is None or not 0 <= item < len(sources):
         return param
+    if sources[item] is None:
+        return None  # an item of the stored conversation (agent_server/memory.py), not of this request
     return f"input[{sources[item]}]{rest}"
 
 
@@ -202,7 +214,9 @@ class _LazyMessageCounts:
 
 
 def status_and_message(error: BaseException) -> tuple[int, str, str | None, dict[str, str]]:
-    """(status, message, param, headers) for a model failure."""
+    """(status, message, param, headers) for a model failure, or a failure that says its own `http_status`."""
+    if isinstance(getattr(error, "http_status", None), int):
+        return error.http_status, str(error), None, {}  # type: ignore[attr-defined]
     if isinstance(error, MaxTurnsExceeded):
         return 502, f"The agent stopped without a final answer: {error.message} (it kept calling tools).", None, {}
     if isinstance(error, openai.APITimeoutError):

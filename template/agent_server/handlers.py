@@ -13,7 +13,7 @@ from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import agent, approvals, errors, llm, mcp_connections
+from agent_server import agent, approvals, errors, llm, mcp_connections, memory, tracing
 from agent_server.history import render_history
 from agent_server.output_items import ReplayableOutput, replayable_id, with_unique_call_ids
 
@@ -71,6 +71,8 @@ def for_this_request(owners_agent: Agent, servers: list[Any]) -> Agent:
 
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
+    turn = memory.current_turn.get()
+    tracing.name_conversation(turn)
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
     async with mcp_connections.servers_for_request() as servers:
         ran = await mcp_connections.run_approved(history, servers)
@@ -86,17 +88,39 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
     run_items = [run_item for run_item in result.new_items if not isinstance(run_item, ToolApprovalItem)]
     items = [item for run_item in run_items for item in output.add(run_item.raw_item)]
     waiting = await asyncio.to_thread(approval_requests, request, result.interruptions)
-    return ResponsesAgentResponse(output=[*ran, *items, *finished(output, waiting)])
+    answer = [*ran, *items, *finished(output, waiting)]
+    await _stored(turn, answer)
+    return ResponsesAgentResponse(output=answer, custom_outputs=turn.custom_outputs() if turn else None)
+
+
+async def _stored(turn: memory.Turn | None, answer: list[dict[str, Any]]) -> None:
+    """With memory on, the turn and its answer are stored before the answer is given (memory.py)."""
+    if turn is not None:
+        try:
+            await turn.finish(answer)
+        except memory.MemoryFailure as error:
+            errors.record(error)  # a 503 (or 409) that says the turn was not kept, not a 500
+            raise
 
 
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
+    turn = memory.current_turn.get()
+    tracing.name_conversation(turn)
+    extra = turn.custom_outputs() if turn else None
+    answer: list[dict[str, Any]] = []
     history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
     async with mcp_connections.servers_for_request() as servers:
         for item in await mcp_connections.run_approved(history, servers):
-            yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
+            answer.append(item)
+            yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item, custom_outputs=extra)
         async for event in _streamed_run(request, history, for_this_request(agent.create_agent(), servers)):
+            if event.type == "response.output_item.done":
+                answer.append(event.item)
+                event.custom_outputs = extra
             yield event
+    # Stored once the turn is complete, before the stream ends: a stream cut short stores nothing.
+    await _stored(turn, answer)
 
 
 async def _streamed_run(

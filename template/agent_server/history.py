@@ -38,6 +38,8 @@ __all__ = [
     "HistoryError",
     "Rendered",
     "json_type",
+    "pair_calls_with_outputs",
+    "render_each",
     "render_history",
     "render_with_sources",
 ]
@@ -66,6 +68,15 @@ def render_history(items: Sequence[Any], api: ApiMode = "chat_completions") -> l
 
 def render_with_sources(items: Sequence[Any], api: ApiMode = "chat_completions") -> list[Rendered]:
     """`render_history`, each rendered item with the index of the client's item it stands for."""
+    return pair_calls_with_outputs(render_each(items, api))
+
+
+def render_each(items: Sequence[Any], api: ApiMode = "chat_completions") -> list[Rendered]:
+    """Each item rendered on its own, before tool calls are paired with their outputs (tool_pairs.py).
+
+    Conversation memory stores this form (agent_server/memory.py): pairing depends on what comes
+    later in the conversation, so it runs on the whole history each time it is sent to the model.
+    """
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
         raise TypeError(f"history must be a list of items, got {type(items).__name__}")
     rendered: list[Rendered] = []
@@ -78,7 +89,7 @@ def render_with_sources(items: Sequence[Any], api: ApiMode = "chat_completions")
             if api == "chat_completions":
                 check_chat_completions(out, index)
             rendered.append(Rendered(index, out, item.get("id")))
-    return pair_calls_with_outputs(rendered)
+    return rendered
 
 
 def _render_item(item: Any, index: int) -> list[dict[str, Any]]:

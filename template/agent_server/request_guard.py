@@ -43,9 +43,9 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_server import approvals, llm
-from agent_server.errors import INPUT_SOURCES, HttpMiddleware, error_response
-from agent_server.history import HistoryError, json_type, render_with_sources
+from agent_server import approvals, llm, memory
+from agent_server.errors import INPUT_SOURCES, BadRequest, HttpMiddleware, error_response
+from agent_server.history import HistoryError, json_type, pair_calls_with_outputs, render_each
 
 logger = logging.getLogger(__name__)
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
@@ -59,33 +59,35 @@ MAX_INPUT_CHARS = int(llm.env_number("MAX_INPUT_CHARS", 4_000_000))
 BODY_TIMEOUT_SECONDS = llm.env_number("BODY_TIMEOUT_SECONDS", 30)
 
 
-class BadRequest(ValueError):
-    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
-        super().__init__(message)
-        self.param = param
-        self.status = status
-
-
 class RequestGuard(HttpMiddleware):
-    """A bad /invocations or /responses body gets a 4xx; a good one, its history rendered."""
+    """A bad /invocations or /responses body gets a 4xx; a good one, its history rendered (and with
+    conversation memory on, merged with the stored conversation: agent_server/memory.py)."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST" or scope["path"] not in GUARDED_PATHS:
             await self.app(scope, receive, send)
             return
+        headers = Headers(scope=scope)
         try:
-            check_user_token(Headers(scope=scope))
+            check_user_token(headers)
             raw = await _read_body(receive)
-            body, scope[INPUT_SOURCES] = await asyncio.to_thread(prepared_body, raw)
+            body, sent = await asyncio.to_thread(checked_body, raw)
+            turn = await memory.start_turn(headers, body, sent)
         except BadRequest as error:
             await error_response(error.status, str(error), error.param)(scope, receive, send)
             return
-        await _until_disconnect(self.app, scope, body, receive, send)
+        try:
+            history = sent if turn is None else turn.history
+            ready, scope[INPUT_SOURCES] = await asyncio.to_thread(prepared_body, body, history, turn)
+            memory.current_turn.set(turn)
+            await _until_disconnect(self.app, scope, ready, receive, send)
+        finally:
+            if turn is not None:
+                await turn.end()
 
 
-def checked_body(raw: bytes) -> tuple[dict[str, Any], list[int]]:
-    """The request body with its history rendered, and the client's index of each rendered item;
-    or BadRequest saying what is wrong."""
+def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:
+    """The request body, and its history rendered item by item; or BadRequest saying what is wrong."""
     body = _parsed(raw)
     if not isinstance(body, dict):
         raise BadRequest(f"The request body must be a JSON object with an 'input' list, not a JSON {json_type(body)}.")
@@ -103,25 +105,29 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], list[int]]:
     if "stream" in body and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be true or false.", param="stream")
     if body.get("previous_response_id") is not None:
-        raise BadRequest(
-            "This app keeps no conversations, so 'previous_response_id' cannot be used: send the whole "
-            "conversation in 'input'.",
-            param="previous_response_id",
-        )
+        keeps = "send the whole conversation in 'input'"
+        if memory.enabled():
+            keeps = "name the conversation in 'context.conversation_id' and send its new items"
+        raise BadRequest(f"'previous_response_id' cannot be used with this app: {keeps}.", param="previous_response_id")
     try:
-        rendered = render_with_sources(items, api=llm.settings().api)
+        each = render_each(items, api=llm.settings().api)
     except HistoryError as error:
         raise BadRequest(str(error), param=f"input[{error.index}]") from None
-    for index in approvals.honour_only_genuine(items, rendered):
-        logger.warning("input[%d]: an approval this app did not sign runs nothing", index)
+    return body, memory.History(each, items)
+
+
+def prepared_body(
+    body: dict[str, Any], history: memory.History, turn: memory.Turn | None
+) -> tuple[bytes, list[int | None]]:
+    """The body MLflow gets, serialised (in a worker thread): the history paired and with only genuine
+    approvals, and the conversation's id; and the client's index of each item (None: a stored item)."""
+    rendered = pair_calls_with_outputs(history.each)
+    for index in approvals.honour_only_genuine(history.client_items, rendered):
+        logger.warning("input[%d]: an approval this app did not sign runs nothing", index - history.stored)
     body["input"] = [r.item for r in rendered]
-    return body, [r.index for r in rendered]
-
-
-def prepared_body(raw: bytes) -> tuple[bytes, list[int]]:
-    """The checked and rendered body, serialised again for MLflow (in a worker thread), and its sources."""
-    body, sources = checked_body(raw)
-    return json.dumps(body).encode(), sources
+    if turn is not None:  # the handler reads it back to name the conversation in the answer and the trace
+        body["custom_inputs"] = {**(body.get("custom_inputs") or {}), **turn.custom_outputs()}
+    return json.dumps(body).encode(), [history.client_index(r) for r in rendered]
 
 
 def check_user_token(headers: Headers) -> None:

@@ -54,17 +54,19 @@ def main(argv: list[str] | None = None) -> None:
     try:
         current = llm.check_configuration()
         # Their number settings (limits) are read as they load: a bad one stops start-app here, in one line.
-        from agent_server import mcp_connections, mcp_servers, request_guard, tracing  # noqa: F401
+        from agent_server import mcp_connections, mcp_servers, memory, request_guard, tracing  # noqa: F401
 
         tracing.Limits.from_env()
         mcp_connections.Settings.from_env()
         mcp_servers.from_env()
+        kept = memory.check_database()  # a database that is down or too new stops start-app here, in one line
     except llm.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
     if args.host in ("127.0.0.1", "localhost", "::1") and not os.environ.get("ALLOWED_HOSTS"):
         os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)  # DNS rebinding: answer only to loopback names
     where = f"http://{args.host}:{args.port}"
     print(f"start-app: {current.provider} model {current.model!r} over {current.api} on {where}", flush=True)
+    print(f"start-app: conversations kept in {kept}", flush=True)
 
     import uvicorn
 

@@ -93,6 +93,21 @@ def configure(env: MutableMapping[str, str] | None = None) -> None:
     mlflow.tracing.enable()
 
 
+def name_conversation(turn: Any) -> None:
+    """Tag the current trace with its conversation and owner (MLflow's session and user metadata), so
+    the MLflow UI groups a conversation's traces. `turn` is a memory.Turn, or None with memory off."""
+    if turn is None:
+        return
+    import mlflow  # already imported by the server that calls this
+
+    try:
+        mlflow.update_current_trace(
+            metadata={"mlflow.trace.session": turn.conversation_id, "mlflow.trace.user": turn.owner}
+        )
+    except Exception as error:  # tracing must never fail a request
+        logger.debug("could not tag the trace with its conversation: %s", error)
+
+
 def flush() -> None:
     """Send the traces still queued, before the process stops (start-app calls it). Bounded by the retries
     above; never raises."""

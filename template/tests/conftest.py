@@ -26,6 +26,15 @@ def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield uri
 
 
+@pytest.fixture(scope="session", autouse=True)
+def conversation_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tests' conversations go to a temporary SQLite file, not the project's ./conversations.db."""
+    with pytest.MonkeyPatch.context() as patch:
+        url = str(tmp_path_factory.mktemp("memory") / "conversations.db")
+        patch.setenv("MEMORY_DATABASE_URL", url)
+        yield url
+
+
 @pytest.fixture(params=llm.API_MODES)
 def api_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("LLM_PROVIDER", "offline")

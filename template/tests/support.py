@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -41,14 +42,22 @@ class Chat:
 
 def post(client: httpx.Client, history: list[dict[str, Any]], stream: bool) -> list[dict[str, Any]]:
     """POST /invocations and return the output items, streaming or not."""
-    response = client.post("/invocations", json={"input": history, "stream": stream})
+    return post_turn(client, {"input": history}, stream)[0]
+
+
+def post_turn(
+    client: httpx.Client, body: dict[str, Any], stream: bool, headers: dict[str, str] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """POST /invocations with `body`; the output items and the answer's custom_outputs."""
+    response = client.post("/invocations", json={**body, "stream": stream}, headers=headers)
     assert response.status_code == 200, response.text
     if not stream:
-        return response.json()["output"]
+        return response.json()["output"], response.json().get("custom_outputs")
     events = sse_events(response.text)
     errors = [event for event in events if "error" in event]
     assert not errors, errors
-    items = [event["item"] for event in events if event.get("type") == "response.output_item.done"]
+    done = [event for event in events if event.get("type") == "response.output_item.done"]
+    items = [event["item"] for event in done]
     for item in items:
         if item["type"] == "message":
             deltas = [
@@ -57,7 +66,33 @@ def post(client: httpx.Client, history: list[dict[str, Any]], stream: bool) -> l
                 if e.get("type") == "response.output_text.delta" and e["item_id"] == item["id"]
             ]
             assert "".join(deltas) == message_text(item), "streamed deltas must add up to the final message"
-    return items
+    return items, done[-1].get("custom_outputs") if done else None
+
+
+class Conversation:
+    """A client of the app's conversation memory: it names the conversation and sends only its new
+    turn, or (full=True) the whole conversation again, as a client that keeps its own history does."""
+
+    def __init__(self, client: httpx.Client, stream: bool, full: bool = False, user: str | None = None) -> None:
+        self.client, self.stream, self.full = client, stream, full
+        self.headers = {"x-test-user": user} if user else None
+        self.id: str | None = None
+        self.history: list[dict[str, Any]] = []
+
+    def send(self, text: str, replay: str = "chat_ui") -> list[dict[str, Any]]:
+        return self.send_items([{"role": "user", "content": text}], replay)
+
+    def send_items(self, turn: list[dict[str, Any]], replay: str = "chat_ui") -> list[dict[str, Any]]:
+        self.history.extend(turn)
+        body: dict[str, Any] = {"input": self.history if self.full else turn}
+        if self.id:
+            body["context"] = {"conversation_id": self.id}
+        items, outputs = post_turn(self.client, body, self.stream, self.headers)
+        assert outputs and outputs.get("session_id"), f"every answer names its conversation: {outputs}"
+        assert self.id in (None, outputs["session_id"])
+        self.id = outputs["session_id"]
+        self.history.extend(replayed(items, replay))
+        return items
 
 
 def sse_events(body: str) -> list[dict[str, Any]]:
@@ -144,9 +179,11 @@ START_APP = str(Path(sys.executable).with_name("start-app"))
 
 def app_env(**values: str) -> dict[str, str]:
     """This environment without model, Databricks or MLflow settings, plus `values`."""
-    prefixes = ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_")
+    prefixes = ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "PG")
     keep = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
-    return {**keep, "HOME": os.environ.get("HOME", "/tmp"), **values}
+    # Each app keeps its conversations in a file of its own, not in the project's ./conversations.db.
+    memory = {"MEMORY_DATABASE_URL": str(Path(tempfile.mkdtemp(prefix="agent-memory-")) / "conversations.db")}
+    return {**keep, "HOME": os.environ.get("HOME", "/tmp"), **memory, **values}
 
 
 class StartedApp:

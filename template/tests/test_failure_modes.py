@@ -67,9 +67,9 @@ def test_errors_from_mlflow_and_fastapi_have_the_one_shape_too(app_client, metho
     assert_error(response, status, "")
 
 
-def test_previous_response_id_is_refused_as_the_app_keeps_no_conversations(app_client):
+def test_previous_response_id_is_refused_with_what_to_send_instead(app_client):
     response = app_client.post("/invocations", json={**HELLO, "previous_response_id": "resp_123"})
-    assert_error(response, 400, "keeps no conversations", "previous_response_id")
+    assert_error(response, 400, "cannot be used with this app", "previous_response_id")
 
 
 def test_too_many_items_or_too_much_text_is_a_413(app_client, monkeypatch):

@@ -1,0 +1,411 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Server-side conversation memory: a client may send only its new turn, and the app adds the rest.
+
+- MEMORY_BACKEND: none, sqlite or postgres (default: your copier answer, in defaults.py).
+- MEMORY_DATABASE_URL: for sqlite, a file path or `sqlite:///path` (default ./conversations.db);
+  for postgres, `postgresql://user@host:port/db` (default: from PGHOST, PGPORT, PGDATABASE,
+  PGUSER and PGSSLMODE, which a Databricks `database` resource sets).
+- MEMORY_LAKEBASE_INSTANCE: a Lakebase instance, whose OAuth tokens are the password
+  (memory_lakebase.py; databricks.yml sets it when you answered postgres).
+- MEMORY_USER_HEADER: off Databricks Apps, the header your own sign-in proxy sets to the
+  user's identity. Unset, an app off Databricks Apps has one owner, `local`: it listens on
+  loopback, for one person, unless told otherwise.
+- MEMORY_MAX_AGE_DAYS (30; 0: never): conversations idle for longer are deleted.
+- MEMORY_MAX_ITEMS (1000; 0: no limit): per conversation; the oldest whole turns go first.
+- MEMORY_MAX_TURN_BYTES (4 MiB): what one request may add, as stored JSON; over it, a 413.
+- MEMORY_TURN_LEASE_SECONDS (900): how long a turn may hold its conversation before another
+  turn may take it (a process that died mid-turn).
+
+A conversation is named by `context.conversation_id` (the Databricks chat UI sends its chat id)
+or `custom_inputs.session_id` (upstream agent templates); a request that names none starts a
+new one with an id the app makes. Every answer carries the id as `custom_outputs.session_id`.
+
+A conversation belongs to the identity that made it: on Databricks Apps, the user the platform
+forwards (`X-Forwarded-User`, else `X-Forwarded-Email`), which only a deployed app can trust.
+Ids are per owner, so another identity that names the same id reads and changes nothing of it:
+it has no conversation of that id (GET and DELETE answer 404) and, if it sends a turn, starts its
+own. What the client sends is merged with what is stored by memory_merge.py's rule. The stored
+items are the render's (history.render_each), and go through the render again on the way out, so
+a conversation outlives changes of SDK, API mode and render rules.
+
+A turn is stored when it completes, all at once with its answer. A turn that failed, or that
+the client stopped, is not stored at all: the client still holds what it sent, and sends it again.
+Two turns of one conversation at once: the second gets a 409 (memory_store.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from agent_server import approvals, defaults, llm
+from agent_server.errors import BadRequest
+from agent_server.history import HistoryError, Rendered, render_each
+from agent_server.memory_lakebase import LakebaseToken
+from agent_server.memory_merge import Merge, merge
+from agent_server.memory_store import Busy, SchemaTooNew, Store, StoredItem, Unavailable
+
+logger = logging.getLogger(__name__)
+
+Backend = Literal["none", "sqlite", "postgres"]
+BACKENDS: tuple[Backend, ...] = ("none", "sqlite", "postgres")
+SQLITE_FILE = "conversations.db"
+CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
+LOCAL_OWNER = "local"
+PRUNE_EVERY_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    backend: Backend
+    url: sa.URL | None = None
+    lakebase_instance: str | None = None
+    user_header: str | None = None
+    max_age_days: float = 30
+    max_items: int = 1000
+    max_turn_bytes: int = 4 * 1024 * 1024
+    lease_seconds: float = 900
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> MemorySettings:
+        env = os.environ if env is None else env
+        backend = (env.get("MEMORY_BACKEND") or defaults.MEMORY_BACKEND).strip().lower()
+        if backend not in BACKENDS:
+            raise llm.ConfigurationError(f"MEMORY_BACKEND={backend!r} is not one of {', '.join(BACKENDS)}")
+        if backend == "none":
+            return cls("none")
+        return cls(
+            backend,  # type: ignore[arg-type]
+            url=database_url(backend, env),  # type: ignore[arg-type]
+            lakebase_instance=(env.get("MEMORY_LAKEBASE_INSTANCE") or "").strip() or None,
+            user_header=(env.get("MEMORY_USER_HEADER") or "").strip().lower() or None,
+            max_age_days=llm.env_number("MEMORY_MAX_AGE_DAYS", 30, allow_zero=True, env=env),
+            max_items=int(llm.env_number("MEMORY_MAX_ITEMS", 1000, allow_zero=True, env=env)),
+            max_turn_bytes=int(llm.env_number("MEMORY_MAX_TURN_BYTES", 4 * 1024 * 1024, env=env)),
+            lease_seconds=llm.env_number("MEMORY_TURN_LEASE_SECONDS", 900, env=env),
+        )
+
+
+def database_url(backend: Backend, env: Mapping[str, str]) -> sa.URL:
+    """The SQLAlchemy URL, with the async driver of `backend`."""
+    raw = (env.get("MEMORY_DATABASE_URL") or "").strip()
+    if backend == "sqlite":
+        path = raw.removeprefix("sqlite:///").removeprefix("sqlite+aiosqlite:///") or SQLITE_FILE
+        return sa.URL.create("sqlite+aiosqlite", database=str(Path(path).expanduser().resolve()))
+    if raw:
+        try:
+            url = sa.make_url(raw)
+        except sa.exc.ArgumentError:
+            raise llm.ConfigurationError(f"MEMORY_DATABASE_URL={raw!r} is not a database URL") from None
+        if url.get_backend_name() not in ("postgresql", "postgres"):
+            raise llm.ConfigurationError(f"MEMORY_DATABASE_URL must be a postgresql:// URL, not {url.drivername}://")
+        return url.set(drivername="postgresql+asyncpg")
+    if not env.get("PGHOST"):
+        raise llm.ConfigurationError(
+            "MEMORY_BACKEND=postgres needs MEMORY_DATABASE_URL, or PGHOST and friends (a Databricks database "
+            "resource sets them)"
+        )
+    return sa.URL.create(
+        "postgresql+asyncpg",
+        username=env.get("PGUSER") or None,
+        host=env["PGHOST"],
+        port=int(env["PGPORT"]) if env.get("PGPORT") else None,
+        database=env.get("PGDATABASE") or None,
+        query={"ssl": env["PGSSLMODE"]} if env.get("PGSSLMODE") else {},
+    )
+
+
+_settings: MemorySettings | None = None
+_store: Store | None = None
+_token: LakebaseToken | None = None
+_last_prune = 0.0
+
+
+def settings() -> MemorySettings:
+    global _settings
+    if _settings is None:
+        _settings = MemorySettings.from_env()
+    return _settings
+
+
+def enabled() -> bool:
+    return settings().backend != "none"
+
+
+async def open_memory() -> None:
+    """Connect and migrate (app start-up); a database that cannot be used stops the app with the reason."""
+    global _store, _token
+    current = settings()
+    if current.backend == "none":
+        return
+    _token = LakebaseToken(current.lakebase_instance) if current.lakebase_instance else None
+    if _token is not None:
+        await _token.fresh()
+    _store = Store(current.url, password=_token.current if _token else None)  # type: ignore[arg-type]
+    try:
+        await _store.open()
+    except (Unavailable, SchemaTooNew) as error:
+        await _store.close()
+        _store = None
+        where = current.url.render_as_string(hide_password=True) if current.url else "?"
+        raise llm.ConfigurationError(f"conversation memory ({current.backend}, {where}): {error}") from None
+    await _prune()
+
+
+def check_database() -> str:
+    """Open the database once and close it again (start-app, before it serves); says where conversations are kept.
+
+    ConfigurationError, with the reason, if the settings are wrong or the database cannot be used.
+    """
+    current = settings()
+    if current.backend == "none":
+        return "no store (MEMORY_BACKEND=none): clients send the whole conversation"
+
+    async def once() -> None:
+        await open_memory()
+        await close_memory()
+
+    asyncio.run(once())
+    where = current.url.render_as_string(hide_password=True) if current.url else ""
+    return f"{current.backend} ({where})"
+
+
+async def close_memory() -> None:
+    global _store
+    if _store is not None:
+        await _store.close()
+        _store = None
+
+
+async def store() -> Store:
+    """The open store, with a fresh Lakebase token for any connection it makes next."""
+    if _store is None:
+        raise BadRequest("Conversation memory is not open: the app is starting or stopping.", status=503)
+    if _token is not None:
+        try:
+            await _token.fresh()
+        except Exception as error:  # the workspace could not be asked: the database cannot be reached either
+            raise BadRequest(f"Conversation memory is unavailable: no database token ({error}).", status=503) from None
+    return _store
+
+
+def owner_of(headers: Mapping[str, str]) -> str:
+    """The caller's identity, which owns its conversations (see the module docstring)."""
+    if os.environ.get("DATABRICKS_APP_NAME"):  # behind the Databricks Apps proxy, which sets these
+        owner = headers.get("x-forwarded-user") or headers.get("x-forwarded-email")
+        named = "X-Forwarded-User or X-Forwarded-Email"
+    elif settings().user_header:
+        owner, named = headers.get(settings().user_header or ""), settings().user_header
+    else:
+        return LOCAL_OWNER
+    if not owner:
+        raise BadRequest(f"This app keeps conversations per user, and the request names none ({named}).", status=401)
+    return owner.strip()[:320]
+
+
+def conversation_id_of(body: Mapping[str, Any]) -> str | None:
+    """The conversation the request names, if any; BadRequest if it names two, or an id that cannot be one."""
+    context, custom = body.get("context"), body.get("custom_inputs")
+    named = {
+        param: value
+        for param, value in (
+            ("context.conversation_id", context.get("conversation_id") if isinstance(context, dict) else None),
+            ("custom_inputs.session_id", custom.get("session_id") if isinstance(custom, dict) else None),
+        )
+        if value is not None
+    }
+    for param, value in named.items():
+        if not isinstance(value, str) or not CONVERSATION_ID.fullmatch(value):
+            raise BadRequest(
+                f"{param} must be 1 to 200 letters, digits and . _ : @ -, starting with a letter or digit.", param
+            )
+    if len(set(named.values())) > 1:
+        raise BadRequest("context.conversation_id and custom_inputs.session_id name two conversations.", "context")
+    return next(iter(named.values()), None)
+
+
+@dataclass
+class History:
+    """The history a turn runs on: rendered items (not yet paired) and the client items they stand for.
+
+    Entries of stored items have indices below `stored`; a client item's index is `stored` + its own.
+    """
+
+    each: list[Rendered]
+    client_items: list[Any]
+    stored: int = 0
+
+    def client_index(self, entry: Rendered) -> int | None:
+        return entry.index - self.stored if entry.index >= self.stored else None
+
+
+@dataclass
+class Turn:
+    owner: str
+    conversation_id: str
+    lease: str
+    merged: Merge
+    history: History
+    api: llm.ApiMode
+    done: bool = field(default=False)
+
+    def custom_outputs(self) -> dict[str, str]:
+        return {"session_id": self.conversation_id}
+
+    async def finish(self, output: Sequence[Mapping[str, Any]]) -> None:
+        """Store this turn (what the client added, then the answer) and end it."""
+        answer = render_each(list(output), self.api)
+        added = [StoredItem(entry.item, _id(entry.client_id)) for entry in [*self.merged.new, *answer]]
+        title = _title(self.merged.history) if self.merged.kind in ("new conversation", "diverged") else None
+        current = settings()
+        try:
+            await (await store()).finish_turn(
+                self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items
+            )
+        except (Unavailable, Busy) as error:
+            raise MemoryFailure(self.conversation_id, error) from None
+        self.done = True
+        _prune_soon()
+
+    async def end(self) -> None:
+        """A turn that did not finish gives its conversation back, storing nothing."""
+        if not self.done:
+            await _release(self.owner, self.conversation_id, self.lease)
+
+
+class MemoryFailure(RuntimeError):
+    """Storing a turn failed: the answer is not given as if it were kept (errors.py answers 503 or 409)."""
+
+    def __init__(self, conversation_id: str, error: Unavailable | Busy) -> None:
+        self.http_status = 409 if isinstance(error, Busy) else 503
+        reason = (
+            "another turn took this conversation after this one ran past MEMORY_TURN_LEASE_SECONDS"
+            if isinstance(error, Busy)
+            else f"the conversation database failed: {error}"
+        )
+        super().__init__(f"This turn of conversation {conversation_id} was not stored ({reason}); send it again.")
+
+
+current_turn: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("agent_server.memory.turn", default=None)
+
+
+async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: History) -> Turn | None:
+    """Take the conversation this request names (or a new one) and merge its stored items in; None if memory is off.
+
+    BadRequest: 401 (no identity), 400 (a bad id), 413 (too much to store), 409 (busy), 503 (database).
+    """
+    if not enabled():
+        return None
+    owner = owner_of(headers)
+    conversation_id = conversation_id_of(body) or str(uuid.uuid4())
+    api = llm.settings().api
+    lease = uuid.uuid4().hex
+    try:
+        stored_items = await (await store()).start_turn(owner, conversation_id, lease, settings().lease_seconds)
+    except Busy:
+        raise BadRequest(
+            f"Conversation {conversation_id} is answering another request; send this one when that one is done.",
+            "context.conversation_id",
+            status=409,
+        ) from None
+    except Unavailable as error:
+        message = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
+        raise BadRequest(message, status=503) from None
+    try:
+        stored = await asyncio.to_thread(_stored_history, stored_items, api)
+        merged = merge(stored.each, [Rendered(e.index + stored.stored, e.item, e.client_id) for e in sent.each])
+        _check_size(merged)
+    except BaseException:
+        await _release(owner, conversation_id, lease)
+        raise
+    history = History(merged.history, [*stored.client_items, *sent.client_items], stored.stored)
+    logger.info("memory: conversation %s, %s (%d items added)", conversation_id, merged.kind, len(merged.new))
+    return Turn(owner, conversation_id, lease, merged, history, api)
+
+
+async def _release(owner: str, conversation_id: str, lease: str) -> None:
+    if _store is None:
+        return
+    try:
+        await _store.release(owner, conversation_id, lease)
+    except Unavailable as error:  # the lease runs out by itself (MEMORY_TURN_LEASE_SECONDS)
+        logger.warning("memory: could not release conversation %s: %s", conversation_id, error)
+
+
+def _stored_history(rows: list[StoredItem], api: llm.ApiMode) -> History:
+    """Stored items rendered again, as today's render and API mode want them."""
+    items = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
+    try:
+        each = render_each(items, api)
+    except HistoryError as error:  # cannot happen to items this render wrote; say which, rather than a 500
+        raise BadRequest(f"A stored item of this conversation can no longer be rendered: {error}", status=500) from None
+    return History(each, [_as_client_item(item) for item in items], len(items))
+
+
+def _as_client_item(item: dict[str, Any]) -> dict[str, Any]:
+    """What approvals.honour_only_genuine needs to know of a stored item: was it an approval request."""
+    call_id = str(item.get("call_id", ""))
+    if item.get("type") == "function_call" and call_id.startswith(approvals.ID_PREFIX):
+        return {"type": "mcp_approval_request", "id": call_id, "name": item["name"], "arguments": item["arguments"]}
+    if item.get("type") == "function_call_output" and call_id.startswith(approvals.ID_PREFIX):
+        return {"type": "mcp_approval_response"}
+    return item
+
+
+def _check_size(merged: Merge) -> None:
+    size = sum(len(json.dumps(entry.item)) for entry in merged.new)
+    if size > settings().max_turn_bytes:
+        raise BadRequest(
+            f"This turn adds {size} bytes to the conversation; the limit is MEMORY_MAX_TURN_BYTES="
+            f"{settings().max_turn_bytes}.",
+            "input",
+            status=413,
+        )
+
+
+def _title(history: Sequence[Rendered]) -> str:
+    for entry in history:
+        if entry.item.get("role") == "user":
+            content = entry.item.get("content")
+            text = content if isinstance(content, str) else " ".join(
+                part.get("text", "") for part in content or [] if isinstance(part, dict)
+            )  # fmt: skip
+            return " ".join(text.split())[:200]
+    return ""
+
+
+def _id(client_id: Any) -> str | None:
+    return client_id if isinstance(client_id, str) and client_id else None
+
+
+def _prune_soon() -> None:
+    if time.time() - _last_prune > PRUNE_EVERY_SECONDS:
+        asyncio.get_running_loop().create_task(_prune())
+
+
+async def _prune() -> None:
+    """Delete conversations idle for longer than MEMORY_MAX_AGE_DAYS (at start-up, then at most hourly)."""
+    global _last_prune
+    _last_prune = time.time()
+    days = settings().max_age_days
+    if days <= 0 or _store is None:
+        return
+    try:
+        gone = await _store.delete_older_than(time.time() - days * 86400)
+    except Unavailable as error:
+        logger.warning("memory: could not delete old conversations: %s", error)
+        return
+    if gone:
+        logger.info("memory: deleted %d conversations idle for more than %g days", gone, days)

@@ -1,0 +1,232 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""Conversation memory (agent_server/memory.py) through the real app, SDK and offline model.
+
+Every test runs on SQLite, and on PostgreSQL too when MEMORY_TEST_POSTGRES_URL names a database
+(the template's own tests start a real server and set it), in both API modes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+from sqlalchemy.ext.asyncio import create_async_engine
+from support import Conversation, post_turn, reply_text
+
+from agent_server import memory
+from agent_server.memory_store import ITEM_FORMAT, Store
+
+BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
+ADA, BOB = "ada@example.com", "bob@example.com"
+
+
+def counts(user: int, assistant: int, tool: int = 0) -> str:
+    return f"I saw {user} user, {assistant} assistant and {tool} tool turns."
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path) -> str:
+    url = str(tmp_path / "conversations.db") if request.param == "sqlite" else os.environ["MEMORY_TEST_POSTGRES_URL"]
+    monkeypatch.setenv("MEMORY_BACKEND", request.param)
+    monkeypatch.setenv("MEMORY_DATABASE_URL", url)
+    monkeypatch.setenv("MEMORY_USER_HEADER", "x-test-user")
+    monkeypatch.setattr(memory, "_settings", None)  # read again from this environment
+    return url
+
+
+@pytest.fixture
+def client(backend: str, api_mode: str, model_log) -> Iterator[TestClient]:
+    from agent_server.app import app
+
+    with TestClient(app, headers={"x-test-user": ADA}) as test_client:
+        yield test_client
+
+
+def stored(client: httpx.Client, conversation_id: str, user: str = ADA) -> httpx.Response:
+    return client.get(f"/conversations/{conversation_id}", headers={"x-test-user": user})
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+@pytest.mark.parametrize("full", [False, True], ids=["new-turn-only", "full-history"])
+def test_each_turn_reaches_the_model_once_whichever_way_the_client_sends_it(client, stream, full, model_log):
+    chat = Conversation(client, stream, full=full)
+    chat.send("My name is Ada")
+    assert counts(2, 1) in reply_text(chat.send("What is my name?"))
+    items = chat.send("What time is it?")  # a tool turn: call, output, answer
+    assert [item["type"] for item in items] == ["function_call", "function_call_output", "message"]
+    assert counts(4, 3, 1) in reply_text(chat.send("Thanks"))
+    kept = stored(client, chat.id).json()["items"]
+    assert [item.get("role") or item["type"] for item in kept] == [
+        *["user", "assistant"] * 2, "user", "function_call", "function_call_output", "assistant", "user", "assistant",
+    ]  # fmt: skip
+
+
+def test_a_chat_completions_client_extends_its_conversation(client, caplog):
+    chat = Conversation(client, stream=False, full=True)
+    chat.send("What time is it?", replay="chat_completions")
+    with caplog.at_level("INFO", logger="agent_server.memory"):
+        assert counts(2, 1, 1) in reply_text(chat.send("And now?", replay="chat_completions"))
+    assert f"conversation {chat.id}, extends (1 items added)" in caplog.text
+    assert len(stored(client, chat.id).json()["items"]) == 6
+
+
+def test_an_edited_last_turn_replaces_the_stored_one(client):
+    chat = Conversation(client, stream=False, full=True)
+    chat.send("One")
+    chat.send("Two")
+    chat.history = chat.history[:2]  # the user edits "Two" into "Deux"
+    assert counts(2, 1) in reply_text(chat.send("Deux"))
+    kept = [item["content"] for item in stored(client, chat.id).json()["items"] if item["role"] == "user"]
+    assert kept == ["One", "Deux"]
+
+
+def test_a_regenerated_answer_replaces_the_stored_one(client):
+    chat = Conversation(client, stream=False, full=True)
+    chat.send("One")
+    chat.send("Two")
+    body = {"input": chat.history[:3], "context": {"conversation_id": chat.id}}  # "Two" again, without its answer
+    items, _ = post_turn(client, body, stream=False)
+    assert counts(2, 1) in reply_text(items)
+    assert len(stored(client, chat.id).json()["items"]) == 4
+
+
+def test_a_conversation_written_in_one_api_mode_continues_in_the_other(client, api_mode, monkeypatch):
+    chat = Conversation(client, stream=False)
+    chat.send("What time is it?")
+    other = "responses" if api_mode == "chat_completions" else "chat_completions"
+    monkeypatch.setenv("LLM_API", other)
+    assert counts(2, 1, 1) in reply_text(chat.send("And now?"))
+    monkeypatch.setenv("LLM_API", api_mode)
+    assert counts(3, 2, 1) in reply_text(chat.send("Once more"))
+
+
+def test_a_new_conversation_gets_an_id_and_the_answer_names_it(client):
+    items, outputs = post_turn(client, {"input": [{"role": "user", "content": "Hi"}]}, stream=False)
+    assert outputs and len(outputs["session_id"]) >= 32
+    assert stored(client, outputs["session_id"]).status_code == 200
+    named = {"input": [{"role": "user", "content": "Hi"}], "custom_inputs": {"session_id": "chat-42"}}
+    assert post_turn(client, named, stream=True)[1] == {"session_id": "chat-42"}
+    assert any(c["id"] == "chat-42" for c in client.get("/conversations").json()["conversations"])
+
+
+def test_another_identity_with_the_same_id_reads_and_changes_nothing(client):
+    ada = Conversation(client, stream=False, user=ADA)
+    ada.send("My secret is 42")
+    assert stored(client, ada.id, user=BOB).status_code == 404
+    assert client.delete(f"/conversations/{ada.id}", headers={"x-test-user": BOB}).status_code == 404
+    assert ada.id not in json.dumps(client.get("/conversations", headers={"x-test-user": BOB}).json())
+    bob = Conversation(client, stream=False, user=BOB)
+    bob.id = ada.id
+    assert counts(1, 0) in reply_text(bob.send("What is the secret?")), "Bob's turn must not see Ada's"
+    assert len(stored(client, ada.id).json()["items"]) == 2, "Ada's conversation is unchanged"
+    assert stored(client, ada.id, user=BOB).json()["items"][0]["content"] == "What is the secret?"
+
+
+def test_a_request_without_an_identity_is_refused(client):
+    response = client.post("/invocations", json={"input": "Hi"}, headers={"x-test-user": ""})
+    assert response.status_code == 401 and "x-test-user" in response.json()["error"]["message"]
+
+
+def test_the_owner_deletes_a_conversation(client):
+    chat = Conversation(client, stream=False)
+    chat.send("Hi")
+    assert client.delete(f"/conversations/{chat.id}").status_code == 204
+    assert stored(client, chat.id).status_code == 404
+    assert counts(1, 0) in reply_text(chat.send("Hi again")), "the id starts afresh"
+
+
+def test_a_second_turn_while_one_runs_is_a_409_and_nothing_interleaves(client, backend):
+    chat = Conversation(client, stream=False)
+    chat.send("One")
+
+    async def hold_the_lease() -> None:
+        store = Store(memory.settings().url)
+        await store.start_turn(ADA, chat.id, "another-turn", lease_seconds=60)
+        await store.close()
+
+    asyncio.run(hold_the_lease())
+    body = {"input": [{"role": "user", "content": "Two"}], "context": {"conversation_id": chat.id}}
+    response = client.post("/invocations", json=body)
+    assert response.status_code == 409 and "answering another request" in response.json()["error"]["message"]
+    assert len(stored(client, chat.id).json()["items"]) == 2
+
+
+def test_retention_keeps_the_newest_whole_turns(client, monkeypatch):
+    monkeypatch.setattr(memory, "_settings", memory.MemorySettings.from_env({**os.environ, "MEMORY_MAX_ITEMS": "5"}))
+    chat = Conversation(client, stream=False)
+    for text in ("One", "Two", "Three"):
+        chat.send(text)
+    kept = stored(client, chat.id).json()["items"]
+    assert [item["content"] for item in kept if item["role"] == "user"] == ["Two", "Three"]
+
+
+def test_a_turn_over_the_size_cap_is_a_413_and_stores_nothing(client, monkeypatch):
+    settings = memory.MemorySettings.from_env({**os.environ, "MEMORY_MAX_TURN_BYTES": "1000"})
+    monkeypatch.setattr(memory, "_settings", settings)
+    body = {"input": [{"role": "user", "content": "x" * 2000}], "context": {"conversation_id": "big"}}
+    response = client.post("/invocations", json=body)
+    assert response.status_code == 413 and "MEMORY_MAX_TURN_BYTES=1000" in response.json()["error"]["message"]
+    assert stored(client, "big").status_code == 404, "a conversation whose first turn failed is not kept"
+
+
+def test_a_bad_conversation_id_is_a_400_that_names_it(client):
+    body = {"input": "Hi", "context": {"conversation_id": "../../etc/passwd"}}
+    response = client.post("/invocations", json=body)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "context.conversation_id"
+    both = {"input": "Hi", "context": {"conversation_id": "a"}, "custom_inputs": {"session_id": "b"}}
+    assert client.post("/invocations", json=both).status_code == 400
+
+
+def test_the_trace_names_its_conversation(client):
+    import mlflow
+
+    chat = Conversation(client, stream=False)
+    chat.send("Hi")
+    trace = mlflow.get_trace(mlflow.get_last_active_trace_id())
+    assert trace.info.trace_metadata["mlflow.trace.session"] == chat.id
+    assert trace.info.trace_metadata["mlflow.trace.user"] == ADA
+
+
+def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log):
+    """Rows as the first release with memory wrote them (ITEM_FORMAT 1), written straight into the database."""
+    rows = [
+        {"role": "user", "content": "What time is it?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_current_time", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "12:00"},
+        {"role": "assistant", "content": "It is noon."},
+    ]
+    assert ITEM_FORMAT == 1, "a new item format needs rows of the old one here, and a reader for them"
+    from agent_server.app import app
+
+    async def write_rows() -> None:
+        engine = create_async_engine(memory.settings().url)
+        async with engine.begin() as connection:
+            await connection.execute(
+                sa.text(
+                    "INSERT INTO agent_conversations (owner, id, title, created_at, updated_at) "
+                    "VALUES (:owner, 'old-one', 'old', 0, :now)"
+                ),
+                {"owner": ADA, "now": time.time()},
+            )
+            for seq, item in enumerate(rows):
+                await connection.execute(
+                    sa.text(
+                        "INSERT INTO agent_conversation_items (owner, conversation_id, seq, starts_turn, format, item) "
+                        "VALUES (:owner, 'old-one', :seq, :starts, 1, :item)"
+                    ),
+                    {"owner": ADA, "seq": seq, "starts": item.get("role") == "user", "item": json.dumps(item)},
+                )
+        await engine.dispose()
+
+    with TestClient(app, headers={"x-test-user": ADA}) as client:
+        asyncio.run(write_rows())
+        chat = Conversation(client, stream=False)
+        chat.id = "old-one"
+        assert counts(2, 1, 1) in reply_text(chat.send("And now?"))
