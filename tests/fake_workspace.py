@@ -14,6 +14,11 @@ It serves what databricks-sdk's OAuth M2M flow and the app's `databricks` provid
                                                      offline model answer
 - POST /api/2.0/mcp/functions/main/tools            a managed MCP server (the app's own test MCP server,
                                                      tests/support.py), behind the same token check
+- POST /api/2.0/database/credentials                 a Lakebase database token (checks the bearer token): with
+                                                     --postgres-admin-url, it becomes the password of the
+                                                     role --lakebase-role on that real PostgreSQL server,
+                                                     so the token before it stops working; it expires after
+                                                     --database-token-seconds
 - GET  /api/2.0/mlflow/experiments/get               --experiment-id, the one experiment it knows
 - POST /api/3.0/mlflow/traces                        MLflow's start of a trace export, recorded
 - GET  /fake/log                                     every request it saw, for the test to read
@@ -43,7 +48,9 @@ from support import mcp_tool_server  # noqa: E402
 MCP_PATH = "/api/2.0/mcp/functions/main/tools"
 
 
-def create_app(client_id: str, client_secret: str, expires_in: int, user_token: str, experiment_id: str) -> Any:
+def create_app(
+    client_id: str, client_secret: str, expires_in: int, user_token: str, experiment_id: str, lakebase: Any = None
+) -> Any:
     tools = mcp_tool_server(MCP_PATH)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=tools.lifespan)
     experiment = experiment_id
@@ -117,6 +124,20 @@ def create_app(client_id: str, client_secret: str, expires_in: int, user_token: 
     async def responses(request: Request) -> Response:
         return await serve(request, "/v1/responses")
 
+    @app.post("/api/2.0/database/credentials")
+    async def database_credential(request: Request) -> Response:
+        if not authorised(request):
+            return _error(401, "UNAUTHENTICATED", "Invalid or expired access token.")
+        if lakebase is None:
+            return _error(404, "RESOURCE_DOES_NOT_EXIST", "No Lakebase instance here.")
+        body = await request.json()
+        request.state.entry["instances"] = body.get("instance_names")
+        token = "lakebase-" + secrets.token_hex(16)
+        await lakebase.set_password(token)
+        expires = time.time() + lakebase.lifetime
+        expiration_time = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))
+        return JSONResponse({"token": token, "expiration_time": expiration_time})
+
     @app.get("/api/2.0/mlflow/experiments/get")
     async def get_experiment(experiment_id: str) -> Response:
         if experiment_id != experiment:
@@ -155,6 +176,22 @@ def create_app(client_id: str, client_secret: str, expires_in: int, user_token: 
     return workspace
 
 
+class Lakebase:
+    """The role the app logs in as, on a real PostgreSQL server: each new token becomes its password."""
+
+    def __init__(self, admin_url: str, role: str, lifetime: int) -> None:
+        self.admin_url, self.role, self.lifetime = admin_url, role, lifetime
+
+    async def set_password(self, token: str) -> None:
+        import asyncpg  # the app's own driver, in the app's Python that runs this file
+
+        connection = await asyncpg.connect(self.admin_url)
+        try:
+            await connection.execute(f"ALTER ROLE \"{self.role}\" PASSWORD '{token}'")
+        finally:
+            await connection.close()
+
+
 def _basic_auth(request: Request) -> tuple[str, str] | None:
     scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "basic":
@@ -175,9 +212,15 @@ def main() -> None:
     parser.add_argument("--expires-in", type=int, default=3600, help="token lifetime in seconds")
     parser.add_argument("--user-token", default="", help="a token accepted as a signed-in user's")
     parser.add_argument("--experiment-id", default="0", help="the one MLflow experiment it knows")
+    parser.add_argument("--postgres-admin-url", default="", help="a superuser's URL of a real PostgreSQL server")
+    parser.add_argument("--lakebase-role", default="", help="the role whose password database tokens become")
+    parser.add_argument("--database-token-seconds", type=int, default=3600, help="database token lifetime")
     args = parser.parse_args()
     user_token = args.user_token or secrets.token_hex(16)
-    app = create_app(args.client_id, args.client_secret, args.expires_in, user_token, args.experiment_id)
+    lakebase = None
+    if args.postgres_admin_url:
+        lakebase = Lakebase(args.postgres_admin_url, args.lakebase_role, args.database_token_seconds)
+    app = create_app(args.client_id, args.client_secret, args.expires_in, user_token, args.experiment_id, lakebase)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import time
+import uuid
 from collections.abc import Iterator
 
 import httpx
@@ -111,9 +112,10 @@ def test_a_new_conversation_gets_an_id_and_the_answer_names_it(client):
     items, outputs = post_turn(client, {"input": [{"role": "user", "content": "Hi"}]}, stream=False)
     assert outputs and len(outputs["session_id"]) >= 32
     assert stored(client, outputs["session_id"]).status_code == 200
-    named = {"input": [{"role": "user", "content": "Hi"}], "custom_inputs": {"session_id": "chat-42"}}
-    assert post_turn(client, named, stream=True)[1] == {"session_id": "chat-42"}
-    assert any(c["id"] == "chat-42" for c in client.get("/conversations").json()["conversations"])
+    chosen = f"chat-{uuid.uuid4()}"  # a client's own id, as the Databricks chat UI makes one per chat
+    named = {"input": [{"role": "user", "content": "Hi"}], "custom_inputs": {"session_id": chosen}}
+    assert post_turn(client, named, stream=True)[1] == {"session_id": chosen}
+    assert any(c["id"] == chosen for c in client.get("/conversations").json()["conversations"])
 
 
 def test_another_identity_with_the_same_id_reads_and_changes_nothing(client):
@@ -170,10 +172,11 @@ def test_retention_keeps_the_newest_whole_turns(client, monkeypatch):
 def test_a_turn_over_the_size_cap_is_a_413_and_stores_nothing(client, monkeypatch):
     settings = memory.MemorySettings.from_env({**os.environ, "MEMORY_MAX_TURN_BYTES": "1000"})
     monkeypatch.setattr(memory, "_settings", settings)
-    body = {"input": [{"role": "user", "content": "x" * 2000}], "context": {"conversation_id": "big"}}
+    big = f"big-{uuid.uuid4()}"
+    body = {"input": [{"role": "user", "content": "x" * 2000}], "context": {"conversation_id": big}}
     response = client.post("/invocations", json=body)
     assert response.status_code == 413 and "MEMORY_MAX_TURN_BYTES=1000" in response.json()["error"]["message"]
-    assert stored(client, "big").status_code == 404, "a conversation whose first turn failed is not kept"
+    assert stored(client, big).status_code == 404, "a conversation whose first turn failed is not kept"
 
 
 def test_a_bad_conversation_id_is_a_400_that_names_it(client):
@@ -203,6 +206,7 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
         {"role": "assistant", "content": "It is noon."},
     ]
     assert ITEM_FORMAT == 1, "a new item format needs rows of the old one here, and a reader for them"
+    old_id = f"old-{uuid.uuid4()}"
     from agent_server.app import app
 
     async def write_rows() -> None:
@@ -211,22 +215,22 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
             await connection.execute(
                 sa.text(
                     "INSERT INTO agent_conversations (owner, id, title, created_at, updated_at) "
-                    "VALUES (:owner, 'old-one', 'old', 0, :now)"
+                    "VALUES (:owner, :id, 'old', 0, :now)"
                 ),
-                {"owner": ADA, "now": time.time()},
+                {"owner": ADA, "id": old_id, "now": time.time()},
             )
             for seq, item in enumerate(rows):
                 await connection.execute(
                     sa.text(
                         "INSERT INTO agent_conversation_items (owner, conversation_id, seq, starts_turn, format, item) "
-                        "VALUES (:owner, 'old-one', :seq, :starts, 1, :item)"
+                        "VALUES (:owner, :id, :seq, :starts, 1, :item)"
                     ),
-                    {"owner": ADA, "seq": seq, "starts": item.get("role") == "user", "item": json.dumps(item)},
+                    {"owner": ADA, "id": old_id, "seq": seq, "starts": item.get("role") == "user", "item": json.dumps(item)},
                 )
         await engine.dispose()
 
     with TestClient(app, headers={"x-test-user": ADA}) as client:
         asyncio.run(write_rows())
         chat = Conversation(client, stream=False)
-        chat.id = "old-one"
+        chat.id = old_id
         assert counts(2, 1, 1) in reply_text(chat.send("And now?"))

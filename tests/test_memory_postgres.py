@@ -1,0 +1,172 @@
+"""Conversation memory on a real PostgreSQL server (tests/postgres.py: Debian's package, on loopback).
+
+The app's own memory tests run against it; two `start-app` processes share one conversation,
+in turns and at once; a Lakebase-style login takes short-lived tokens from the fake workspace
+and refreshes them mid-conversation; and the database going down gives clear errors, loses
+nothing, and the conversation continues once it is back.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from deploy_support import CLIENT_ID, CLIENT_SECRET, Served, fake_workspace, workspace_log
+from postgres import PostgresServer
+from renders import assert_all_passed, clean_env, uv
+from servers import app_support, free_port, http_client, reply_text, wait_until_answering
+
+Conversation = app_support.Conversation
+
+pytestmark = pytest.mark.xdist_group("postgres")
+
+
+def counts(user: int, assistant: int, tool: int = 0) -> str:
+    return f"I saw {user} user, {assistant} assistant and {tool} tool turns."
+
+
+@pytest.fixture(scope="module")
+def app(renders) -> Path:
+    app = renders["defaults"]
+    uv("sync", "--locked", "--no-config", cwd=app)
+    return app
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    with PostgresServer() as server:
+        yield server
+
+
+def start_app(app: Path, log: Path, **env: str) -> Served:
+    port = free_port()
+    args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)]
+    values = {"LLM_PROVIDER": "offline", "MEMORY_BACKEND": "postgres", **env}
+    return Served(args, clean_env(**values), app, f"http://127.0.0.1:{port}/health", log)
+
+
+def url_of(served: Served) -> str:
+    return served.url.removesuffix("/health")
+
+
+def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
+    result = subprocess.run(
+        [str(app / ".venv" / "bin" / "pytest"), "-v", "-p", "no:cacheprovider", "tests/test_memory.py"],
+        cwd=app,
+        env=clean_env(MEMORY_TEST_POSTGRES_URL=postgres.url),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert_all_passed(result)
+    on_postgres = [line for line in result.stdout.splitlines() if "[postgres" in line and "PASSED" in line]
+    on_sqlite = [line for line in result.stdout.splitlines() if "[sqlite" in line and "PASSED" in line]
+    assert len(on_postgres) == len(on_sqlite) > 20, result.stdout
+
+
+def test_two_app_processes_continue_one_conversation(app, postgres, tmp_path):
+    with (
+        start_app(app, tmp_path / "a.log", MEMORY_DATABASE_URL=postgres.url) as a,
+        start_app(app, tmp_path / "b.log", MEMORY_DATABASE_URL=postgres.url) as b,
+    ):
+        on_a = Conversation(http_client(url_of(a)), stream=False)
+        on_a.send("My name is Ada")
+        on_b = Conversation(http_client(url_of(b)), stream=True)
+        on_b.id = on_a.id
+        assert counts(2, 1) in reply_text(on_b.send("What is my name?"))
+        assert counts(3, 2) in reply_text(on_a.send("And once more"))
+
+
+def test_concurrent_turns_on_two_processes_never_interleave(app, postgres, tmp_path):
+    tools_port = free_port()
+    python = str(app / ".venv" / "bin" / "python")
+    serve = (
+        f"import sys; sys.path.insert(0, 'tests'); from support import serve_mcp_tools; serve_mcp_tools({tools_port})"
+    )
+    tools = subprocess.Popen([python, "-c", serve], cwd=app, env=clean_env())
+    mcp = json.dumps([{"name": "tools", "url": f"http://127.0.0.1:{tools_port}/mcp"}])
+    try:
+        wait_until_answering(f"http://127.0.0.1:{tools_port}/mcp", tools)
+        with (
+            start_app(app, tmp_path / "a.log", MEMORY_DATABASE_URL=postgres.url, MCP_SERVERS=mcp) as a,
+            start_app(app, tmp_path / "b.log", MEMORY_DATABASE_URL=postgres.url, MCP_SERVERS=mcp) as b,
+        ):
+            on_a = Conversation(http_client(url_of(a)), stream=False)
+            on_a.send("Hello")
+            slow = threading.Thread(target=on_a.send, args=("Please run slow_lookup",))  # its tool takes 3 s
+            slow.start()
+            time.sleep(1.5)
+            at_once = {"input": [{"role": "user", "content": "Meanwhile"}], "context": {"conversation_id": on_a.id}}
+            response = http_client(url_of(b)).post("/invocations", json=at_once)
+            assert response.status_code == 409, response.text
+            assert "answering another request" in response.json()["error"]["message"]
+            slow.join(timeout=120)
+            on_b = Conversation(http_client(url_of(b)), stream=False)
+            on_b.id = on_a.id
+            assert counts(3, 2, 1) in reply_text(on_b.send("Meanwhile"))
+            kept = http_client(url_of(a)).get(f"/conversations/{on_a.id}").json()["items"]
+            assert [item.get("role") or item["type"] for item in kept] == [
+                "user", "assistant",
+                "user", "function_call", "function_call_output", "assistant",
+                "user", "assistant",
+            ]  # fmt: skip
+    finally:
+        tools.terminate()
+        tools.wait(timeout=60)
+
+
+def test_a_lakebase_login_refreshes_its_token_mid_conversation(app, postgres, tmp_path):
+    """The app's role logs in with workspace tokens only: each new one is its password (fake_workspace.py)."""
+    postgres.psql("CREATE ROLE app_principal LOGIN")
+    postgres.psql("CREATE DATABASE lakebase OWNER app_principal")
+    workspace_server = fake_workspace(app, free_port(), tmp_path / "workspace.log")
+    workspace_server.args += ["--postgres-admin-url", postgres.url, "--lakebase-role", "app_principal"]
+    workspace_server.args += ["--database-token-seconds", "303"]  # the app refreshes 300 s before expiry
+    with workspace_server:
+        workspace = workspace_server.url.removesuffix("/.well-known/databricks-config")
+        lakebase = {
+            "PGHOST": "127.0.0.1", "PGPORT": str(postgres.port), "PGDATABASE": "lakebase",
+            "PGUSER": "app_principal", "MEMORY_LAKEBASE_INSTANCE": "agent-memory",
+            "DATABRICKS_HOST": workspace, "DATABRICKS_CLIENT_ID": CLIENT_ID, "DATABRICKS_CLIENT_SECRET": CLIENT_SECRET,
+        }  # fmt: skip
+        with start_app(app, tmp_path / "app.log", **lakebase) as served:
+            chat = Conversation(http_client(url_of(served)), stream=False)
+            chat.send("My name is Ada")
+            time.sleep(4)  # past the first token's refresh time
+            # Force new connections: PostgreSQL checks a password only when one is made.
+            postgres.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'app_principal'")
+            assert counts(2, 1) in reply_text(chat.send("What is my name?"))
+        credentials = [e for e in workspace_log(workspace) if e["path"] == "/api/2.0/database/credentials"]
+        assert len(credentials) >= 3, credentials  # start-app's check, the app's start, the refresh
+        assert all(entry["instances"] == ["agent-memory"] for entry in credentials)
+
+
+def test_the_database_down_at_start_up_stops_the_app_with_the_reason(app, tmp_path):
+    nowhere = f"postgresql://agent:secret@127.0.0.1:{free_port()}/agent"
+    served = start_app(app, tmp_path / "app.log", MEMORY_DATABASE_URL=nowhere)
+    assert served.run_to_exit() != 0
+    last = served.output().strip().splitlines()[-1]
+    assert last.startswith("start-app: conversation memory (postgres, postgresql+asyncpg://agent:***@127.0.0.1"), last
+    assert "secret" not in served.output()
+
+
+def test_the_database_down_mid_conversation_is_a_503_and_it_continues_once_back(app, postgres, tmp_path):
+    with start_app(app, tmp_path / "app.log", MEMORY_DATABASE_URL=postgres.url) as served:
+        chat = Conversation(http_client(url_of(served)), stream=False)
+        chat.send("My name is Ada")
+        postgres.stop()
+        try:
+            body = {"input": [{"role": "user", "content": "What is my name?"}], "context": {"conversation_id": chat.id}}
+            response = http_client(url_of(served)).post("/invocations", json=body)
+            assert response.status_code == 503, response.text
+            assert "Conversation memory is unavailable" in response.json()["error"]["message"]
+        finally:
+            postgres.start()
+        assert counts(2, 1) in reply_text(chat.send("What is my name?"))
+        kept = http_client(url_of(served)).get(f"/conversations/{chat.id}").json()["items"]
+        assert [item["content"] for item in kept if item["role"] == "user"] == ["My name is Ada", "What is my name?"]
