@@ -26,7 +26,9 @@ MATRIX: dict[str, dict[str, Any]] = {
         for provider in ("offline", "openai", "databricks")
         for api in API_MODES
     },
-    "no-ci": {"github_ci": False, "app_name": "support-bot-2"},
+    # Each `memory` answer once: sqlite is the default above.
+    "databricks-postgres": {"llm_provider": "databricks", "memory": "postgres"},
+    "no-ci": {"github_ci": False, "app_name": "support-bot-2", "memory": "none"},
 }
 
 

@@ -28,9 +28,11 @@ def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def conversation_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The tests' conversations go to a temporary SQLite file, not the project's ./conversations.db."""
+    """The tests' conversations go to a temporary SQLite file, whatever the app's `memory` answer, not to
+    ./conversations.db; tests/test_memory.py adds PostgreSQL when MEMORY_TEST_POSTGRES_URL names one."""
     with pytest.MonkeyPatch.context() as patch:
         url = str(tmp_path_factory.mktemp("memory") / "conversations.db")
+        patch.setenv("MEMORY_BACKEND", "sqlite")
         patch.setenv("MEMORY_DATABASE_URL", url)
         yield url
 

@@ -182,7 +182,8 @@ def app_env(**values: str) -> dict[str, str]:
     prefixes = ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "PG")
     keep = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
     # Each app keeps its conversations in a file of its own, not in the project's ./conversations.db.
-    memory = {"MEMORY_DATABASE_URL": str(Path(tempfile.mkdtemp(prefix="agent-memory-")) / "conversations.db")}
+    folder = Path(tempfile.mkdtemp(prefix="agent-memory-"))
+    memory = {"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": str(folder / "conversations.db")}
     return {**keep, "HOME": os.environ.get("HOME", "/tmp"), **memory, **values}
 
 

@@ -225,7 +225,13 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
                         "INSERT INTO agent_conversation_items (owner, conversation_id, seq, starts_turn, format, item) "
                         "VALUES (:owner, :id, :seq, :starts, 1, :item)"
                     ),
-                    {"owner": ADA, "id": old_id, "seq": seq, "starts": item.get("role") == "user", "item": json.dumps(item)},
+                    {
+                        "owner": ADA,
+                        "id": old_id,
+                        "seq": seq,
+                        "starts": item.get("role") == "user",
+                        "item": json.dumps(item),
+                    },
                 )
         await engine.dispose()
 
@@ -234,3 +240,17 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
         chat = Conversation(client, stream=False)
         chat.id = old_id
         assert counts(2, 1, 1) in reply_text(chat.send("And now?"))
+
+
+def test_with_memory_off_the_client_keeps_the_history(api_mode, model_log, monkeypatch):
+    monkeypatch.setenv("MEMORY_BACKEND", "none")
+    monkeypatch.setattr(memory, "_settings", None)
+    from agent_server.app import app
+
+    with TestClient(app) as client:
+        body = {"input": [{"role": "user", "content": "Hi"}], "context": {"conversation_id": "c1"}}
+        items, outputs = post_turn(client, body, stream=False)
+        assert outputs is None and counts(1, 0) in reply_text(items)
+        items, _ = post_turn(client, body, stream=False)
+        assert counts(1, 0) in reply_text(items), "nothing was kept"
+        assert client.get("/conversations").status_code == 404
