@@ -17,11 +17,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import sqlalchemy as sa
+from agents import Agent, ModelSettings, function_tool
 from fastapi.testclient import TestClient
 from sqlalchemy.ext.asyncio import create_async_engine
-from support import Conversation, post_turn, reply_text
+from support import Conversation, ServerThread, post_turn, reply_text
 
-from agent_server import memory
+from agent_server import agent, llm, memory
 from agent_server.memory_store import ITEM_FORMAT, Store
 
 BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
@@ -158,6 +159,47 @@ def test_a_second_turn_while_one_runs_is_a_409_and_nothing_interleaves(client, b
     response = client.post("/invocations", json=body)
     assert response.status_code == 409 and "answering another request" in response.json()["error"]["message"]
     assert len(stored(client, chat.id).json()["items"]) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+def test_a_turn_the_model_failed_is_not_stored_and_the_conversation_goes_on(client, stream, monkeypatch):
+    chat = Conversation(client, stream)
+    chat.send("One")
+    looping = agent.create_agent().clone(model_settings=ModelSettings(tool_choice="required"), reset_tool_choice=False)
+    with monkeypatch.context() as patch:
+        patch.setattr("agent_server.agent.create_agent", lambda: looping)  # calls tools until max_turns: a 502
+        body = {
+            "input": [{"role": "user", "content": "Two"}],
+            "context": {"conversation_id": chat.id},
+            "stream": stream,
+        }
+        response = client.post("/invocations", json=body)
+        assert response.status_code == 200 and '"error"' in response.text if stream else response.status_code == 502
+    assert len(stored(client, chat.id).json()["items"]) == 2, "nothing of the failed turn, not even its message"
+    assert counts(2, 1) in reply_text(chat.send("Two, again"))
+
+
+def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(backend, api_mode, monkeypatch):
+    from agent_server.app import app
+
+    async def slow_tool() -> str:
+        await asyncio.sleep(2)
+        return "late"
+
+    slow = Agent(name="slow", instructions="x", model=llm.model(), tools=[function_tool(slow_tool, name_override="f")])
+    with ServerThread(app) as url, httpx.Client(base_url=url, headers={"x-test-user": ADA}, timeout=60) as client:
+        chat = Conversation(client, stream=True)
+        chat.send("One")
+        body = {"input": [{"role": "user", "content": "Use f"}], "context": {"conversation_id": chat.id}}
+        with monkeypatch.context() as patch:
+            patch.setattr("agent_server.agent.create_agent", lambda: slow)
+            with client.stream("POST", "/invocations", json={**body, "stream": True}) as response:
+                for line in response.iter_lines():
+                    if "response.output_item.done" in line:  # the tool call: the tool is running now
+                        break
+        time.sleep(3)  # past the tool: had the turn gone on after the hang-up, it would be stored by now
+        assert len(stored(client, chat.id).json()["items"]) == 2
+        assert counts(2, 1) in reply_text(chat.send("Two"))
 
 
 def test_retention_keeps_the_newest_whole_turns(client, monkeypatch):
