@@ -704,3 +704,81 @@ SHAPES: list[Shape] = [
 
 SHAPES_BY_NAME = {shape.name: shape for shape in SHAPES}
 assert len(SHAPES_BY_NAME) == len(SHAPES), "shape names must be unique"
+
+
+# --- Conversation memory: what a client sends, merged with what is stored (agent_server/memory_merge.py) ---
+
+
+@dataclass(frozen=True)
+class MergeCase:
+    name: str
+    client: str  # who sends it
+    note: str
+    stored: list[dict[str, Any]]  # the conversation's stored items (as the render stores them)
+    sent: list[dict[str, Any]]  # the request's `input`, with the conversation's id in `context.conversation_id`
+    kind: str  # memory_merge.merge's answer: new conversation, extends, new turn or diverged
+
+
+APPROVAL_ID = "mcpr_" + "5" * 48
+MERGES: list[MergeCase] = [
+    MergeCase(
+        "first-turn", "any client", "Nothing is stored yet: the conversation starts with what was sent.",
+        [], [user("Hello")], "new conversation",
+    ),
+    MergeCase(
+        "new-turn-alone", "a client that relies on memory (the app's chat page, upstream agent clients)",
+        "Only the new message: it follows the stored conversation.",
+        [user("Hello"), assistant("Hi!")], [user("And now?")], "new turn",
+    ),
+    MergeCase(
+        "whole-history-again", "the Databricks chat UI, which keeps its own history and names its chat",
+        "The stored conversation, replayed in the client's own shapes, then the new message: only that is added.",
+        [user("Hello"), assistant("Hi!")],
+        [user("Hello"), {"type": "message", "role": "assistant", "content": [output_text_part("Hi!")]},
+         user("And now?")],
+        "extends",
+    ),
+    MergeCase(
+        "whole-history-chat-completions", "a client that keeps chat-completions messages",
+        "Tool calls on an assistant message and `role: tool` outputs render as the stored items did.",
+        [user("What time is it?"), call(), output(), assistant("It is noon.")],
+        [
+            user("What time is it?"),
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_current_time", "arguments": "{}"}}
+            ]},
+            {"role": "tool", "tool_call_id": "call_1", "content": TIME},
+            assistant("It is noon."),
+            user("And now?"),
+        ],
+        "extends",
+    ),
+    MergeCase(
+        "edited-last-turn", "a chat UI whose user edited their last message",
+        "The client's version of the conversation wins: it replaces the stored one.",
+        [user("Hello"), assistant("Hi!"), user("Waht time is it?"), assistant("Pardon?")],
+        [user("Hello"), assistant("Hi!"), user("What time is it?")],
+        "diverged",
+    ),
+    MergeCase(
+        "regenerated-answer", "a chat UI asked to answer the last message again",
+        "The conversation without its last answer: replaced, and the model answers the last message again.",
+        [user("Hello"), assistant("Hi!"), user("What time is it?"), assistant("Noon.")],
+        [user("Hello"), assistant("Hi!"), user("What time is it?")],
+        "diverged",
+    ),
+    MergeCase(
+        "approval-answer-alone", "the app's chat page, answering an MCP approval request",
+        "The stored request, then the user's answer to it (agent_server/approvals.py checks it was the app's).",
+        [user("Delete a.txt"),
+         {"type": "function_call", "call_id": APPROVAL_ID, "name": "delete_file", "arguments": '{"name":"a.txt"}'}],
+        [{"type": "mcp_approval_response", "approval_request_id": APPROVAL_ID, "approve": False}],
+        "new turn",
+    ),
+    MergeCase(
+        "same-message-again", "a user who sends the first message again",
+        "A message alone is a new turn, even one the conversation holds already: the model sees it twice, "
+        "as the user sent it twice.",
+        [user("Hello"), assistant("Hi!")], [user("Hello")], "new turn",
+    ),
+]  # fmt: skip

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from history_catalogue import SHAPES, Shape
+from history_catalogue import MERGES, SHAPES, MergeCase, Shape
 
-from agent_server.history import API_MODES
+from agent_server.history import API_MODES, pair_calls_with_outputs, render_each
+from agent_server.memory_merge import merge
 
 HEADER = (
     "<!-- Owned by the template: changes here are overwritten by `copier update`. Generated from "
@@ -23,8 +24,8 @@ HEADER = (
 INTRO = """\
 # History shapes
 
-Every request to `/invocations` (and `/responses`) carries the whole conversation, in whatever shape
-the client keeps it. `agent_server/history.py` renders it into the one form that every supported
+Every request to `/invocations` (and `/responses`) carries the conversation, in whatever shape the
+client keeps it (with conversation memory on, it may carry only its new turn: see the last section). `agent_server/history.py` renders it into the one form that every supported
 openai-agents version and both API modes accept, before MLflow validates the request. This page lists
 the shapes real clients send and what the render makes of each; the rules themselves are at the top
 of `agent_server/history.py`.
@@ -90,6 +91,43 @@ def _index() -> str:
     return "\n".join(rows)
 
 
+MEMORY_INTRO = """\
+## Conversation memory: what is sent, and what is stored
+
+With memory on (`agent_server/memory.py`), a request names its conversation
+(`context.conversation_id` or `custom_inputs.session_id`) and may send only its new turn. The
+stored items are the render's, and what the client sent is rendered too; `agent_server/memory_merge.py`
+then merges the two by one rule, in this order:
+
+1. **new conversation**: nothing is stored; the model sees what was sent.
+2. **extends**: what was sent starts with the stored conversation (items compared as rendered, tool
+   arguments as canonical JSON); the model sees the stored items and the rest of what was sent.
+3. **new turn**: what was sent holds only items a client makes (user, system and developer
+   messages, tool outputs, approval answers); the model sees the stored items, then those.
+4. **diverged**: anything else: what was sent holds the model's own items but does not continue the
+   stored conversation (an edited or regenerated turn). The model sees what was sent, and it
+   replaces the stored conversation.
+
+After the turn, what the model saw and its answer are what is stored, in one transaction; a turn
+that fails, or that the client stops, stores nothing. So the model sees each turn once, and nothing
+the client sent is lost. `tests/test_memory_merge.py` checks both as properties over generated
+histories; `tests/test_memory.py` drives each client style through the real server.
+
+**Stored** is the conversation before the request (as stored: rendered items), **Sent** the request's
+`input`, and **The model sees** the history the agent runs on (before the new turn's answer).
+"""
+
+
+def _merge_section(case: MergeCase) -> str:
+    merged = merge(render_each(case.stored), render_each(case.sent))
+    seen = [entry.item for entry in pair_calls_with_outputs(merged.history)]
+    assert merged.kind == case.kind, f"{case.name}: merged as {merged.kind}, catalogued as {case.kind}"
+    parts = [f"### `{case.name}`", f"*{case.client}.* {case.note}"]
+    parts += ["**Stored**", _json_block(case.stored) if case.stored else "nothing", "**Sent**", _json_block(case.sent)]
+    parts += [f"**Merged as** {case.kind}; **the model sees**", _json_block(seen)]
+    return "\n\n".join(parts)
+
+
 def markdown() -> str:
     sections = [HEADER, INTRO.rstrip(), _index()]
     group = None
@@ -98,6 +136,8 @@ def markdown() -> str:
             group = shape.group
             sections.append(f"## {group}")
         sections.append(_section(shape))
+    sections.append(MEMORY_INTRO.rstrip())
+    sections.extend(_merge_section(case) for case in MERGES)
     return "\n\n".join(sections) + "\n"
 
 
