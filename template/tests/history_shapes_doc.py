@@ -25,8 +25,9 @@ INTRO = """\
 # History shapes
 
 Every request to `/invocations` (and `/responses`) carries the conversation, in whatever shape the
-client keeps it (with conversation memory on, it may carry only its new turn: see the last section). `agent_server/history.py` renders it into the one form that every supported
-openai-agents version and both API modes accept, before MLflow validates the request. This page lists
+client keeps it (with conversation memory on, it may carry only its new turn: see the last section).
+`agent_server/history.py` renders it into the one form that every supported openai-agents version and
+both API modes accept, before MLflow validates the request. This page lists
 the shapes real clients send and what the render makes of each; the rules themselves are at the top
 of `agent_server/history.py`.
 
