@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 from renders import API_MODES, ROOT, clean_env
-from servers import free_port, http_client, post, replayed, reply_text, wait_for_health
+from servers import app_support, free_port, http_client, post, replayed, reply_text, wait_for_health
 
 README = (ROOT / "README.md").read_text()
 
@@ -46,6 +46,10 @@ def test_demo_serves_second_and_third_prompts(tmp_path, api):
                     items = post(client, history, stream)
                     assert f"I saw {turn} user, {turn - 1} assistant and 0 tool turns" in reply_text(items)
                 history += [*replayed(items, "chat_ui"), {"role": "user", "content": f"Turn {turn + 1}"}]
+            # The app keeps conversations (SQLite, the default): a second turn may be the new message alone.
+            chat = app_support.Conversation(client, stream=False)
+            chat.send("My name is Ada")
+            assert "I saw 2 user, 1 assistant and 0 tool turns" in reply_text(chat.send("What is my name?"))
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
