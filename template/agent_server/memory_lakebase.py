@@ -15,8 +15,6 @@ import time
 import uuid
 from datetime import datetime
 
-from databricks.sdk import WorkspaceClient
-
 REFRESH_BEFORE_SECONDS = 300
 ASSUMED_LIFETIME_SECONDS = 3600  # when the workspace does not say when a token expires
 
@@ -44,6 +42,8 @@ class LakebaseToken:
             self.refreshes += 1
 
     def _generate(self) -> tuple[str, float]:
+        from databricks.sdk import WorkspaceClient  # a large import, which only a Lakebase login needs
+
         credential = WorkspaceClient().database.generate_database_credential(
             request_id=str(uuid.uuid4()), instance_names=[self.instance]
         )

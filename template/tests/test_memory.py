@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from support import Conversation, ServerThread, post_turn, reply_text
 
 from agent_server import agent, llm, memory
-from agent_server.memory_store import ITEM_FORMAT, Store
+from agent_server.memory_store import ITEM_FORMAT, SchemaTooNew, Store
 
 BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
 ADA, BOB = "ada@example.com", "bob@example.com"
@@ -296,3 +296,21 @@ def test_with_memory_off_the_client_keeps_the_history(api_mode, model_log, monke
         items, _ = post_turn(client, body, stream=False)
         assert counts(1, 0) in reply_text(items), "nothing was kept"
         assert client.get("/conversations").status_code == 404
+
+
+def test_a_database_written_by_a_newer_release_is_refused(tmp_path):
+    async def newer_then_open() -> str:
+        url = sa.URL.create("sqlite+aiosqlite", database=str(tmp_path / "newer.db"))
+        store = Store(url)
+        await store.open()
+        async with store.engine.begin() as connection:
+            await connection.execute(sa.text("UPDATE agent_memory_schema SET version = 99"))
+        try:
+            await store.open()
+        except SchemaTooNew as error:
+            return str(error)
+        finally:
+            await store.close()
+        return "opened"
+
+    assert "schema version 99, written by a newer release" in asyncio.run(newer_then_open())

@@ -67,7 +67,13 @@ def test_a_bad_port_is_a_one_line_error(name, value):
 
 
 @pytest.mark.parametrize(
-    ("name", "value"), [("MAX_INPUT_ITEMS", "many"), ("TRACES_MAX_MB", "-1"), ("LLM_TIMEOUT_SECONDS", "0")]
+    ("name", "value"),
+    [
+        ("MAX_INPUT_ITEMS", "many"),
+        ("TRACES_MAX_MB", "-1"),
+        ("LLM_TIMEOUT_SECONDS", "0"),
+        ("MEMORY_MAX_TURN_BYTES", "0"),
+    ],
 )
 def test_a_bad_number_setting_is_a_one_line_error(name, value):
     """Every number variable is read by llm.env_number: never a silent fall back to the default."""
@@ -105,3 +111,26 @@ def test_health_keeps_answering_while_the_largest_allowed_request_is_served():
         sender.join()
     assert results and results[0].status_code == 200, results and results[0].text
     assert answered >= 3, "the request was over before /health could be asked"
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"MEMORY_BACKEND": "redis"}, "MEMORY_BACKEND='redis' is not one of none, sqlite, postgres"),
+        (
+            {"MEMORY_DATABASE_URL": "/proc/no-such-folder/conversations.db"},
+            "conversation memory (sqlite, sqlite+aiosqlite:",
+        ),
+        ({"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": "mysql://db/x"}, "must be a postgresql:// URL"),
+        ({"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": ""}, "needs MEMORY_DATABASE_URL, or PGHOST"),
+    ],
+    ids=["bad-backend", "sqlite-unusable", "not-postgres", "postgres-unnamed"],
+)
+def test_memory_that_cannot_work_stops_start_app_with_the_reason(env, says):
+    result = subprocess.run(
+        [START_APP, "--port", str(free_port())], env=app_env(LLM_PROVIDER="offline", **env),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert result.stderr.startswith("start-app: ") and says in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
