@@ -34,9 +34,10 @@ os.environ.setdefault("MAX_INPUT_ITEMS", "2000")  # the baseline sends 1001 item
 os.environ["MEMORY_BACKEND"] = "none"  # the app starts without memory; each request picks its backend (use())
 
 import httpx  # noqa: E402
-from agent_server import llm, memory  # noqa: E402
+from agent_server import llm, memory, memory_settings  # noqa: E402
 from agent_server.app import app  # noqa: E402
 from agent_server.history import render_each  # noqa: E402
+from agent_server.memory_settings import MemorySettings  # noqa: E402
 from agent_server.memory_store import Store, StoredItem  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,9 +126,9 @@ class MergeKinds(logging.Handler):
 async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], list[tuple[float, float]]]:
     """Per (backend, client sends, stored items), each run's seconds for the whole turn and in memory calls."""
     settings = {
-        "none": memory.MemorySettings("none"),
-        "sqlite": memory.MemorySettings.from_env({"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": f"{folder}/c.db"}),
-        "postgres": memory.MemorySettings.from_env({"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": postgres_url}),
+        "none": MemorySettings("none"),
+        "sqlite": MemorySettings.from_env({"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": f"{folder}/c.db"}),
+        "postgres": MemorySettings.from_env({"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": postgres_url}),
     }
     stores = {backend: Store(settings[backend].url) for backend in ("sqlite", "postgres")}
     for store in stores.values():
@@ -135,7 +136,7 @@ async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], 
 
     def use(backend: str) -> None:
         # memory.py keeps one backend per process, in module globals: swapping them lets backends interleave.
-        memory._settings, memory._store = settings[backend], stores.get(backend)
+        memory_settings._settings, memory._store = settings[backend], stores.get(backend)
         memory._last_prune = time.time()  # no pruning task in the middle of a timed turn
 
     merges = MergeKinds()

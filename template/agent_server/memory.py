@@ -1,20 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Server-side conversation memory: a client may send only its new turn, and the app adds the rest.
 
-- MEMORY_BACKEND: none, sqlite or postgres (default: your copier answer, in defaults.py).
-- MEMORY_DATABASE_URL: for sqlite, a file path or `sqlite:///path` (default ./conversations.db);
-  for postgres, `postgresql://user@host:port/db` (default: from PGHOST, PGPORT, PGDATABASE,
-  PGUSER and PGSSLMODE, which a Databricks `database` resource sets).
-- MEMORY_LAKEBASE_INSTANCE: a Lakebase instance, whose OAuth tokens are the password
-  (memory_lakebase.py; databricks.yml sets it when you answered postgres).
-- MEMORY_USER_HEADER: off Databricks Apps, the header your own sign-in proxy sets to the
-  user's identity. Unset, an app off Databricks Apps has one owner, `local`: it listens on
-  loopback, for one person, unless told otherwise.
-- MEMORY_MAX_AGE_DAYS (30; 0: never): conversations idle for longer are deleted.
-- MEMORY_MAX_ITEMS (1000; 0: no limit): per conversation; the oldest whole turns go first.
-- MEMORY_MAX_TURN_BYTES (4 MiB): what one request may add, as stored JSON; over it, a 413.
-- MEMORY_TURN_LEASE_SECONDS (900): how long a turn may hold its conversation before another
-  turn may take it (a process that died mid-turn).
+Its variables (MEMORY_*) are read by agent_server/memory_settings.py.
 
 A conversation is named by `context.conversation_id` (the Databricks chat UI sends its chat id)
 or `custom_inputs.session_id` (upstream agent templates); a request that names none starts a
@@ -45,103 +32,25 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import sqlalchemy as sa
-
-from agent_server import approvals, defaults, llm
+from agent_server import approvals, llm
 from agent_server.errors import BadRequest
 from agent_server.history import HistoryError, Rendered, render_each
 from agent_server.memory_lakebase import LakebaseToken
 from agent_server.memory_merge import Merge, merge
+from agent_server.memory_settings import enabled, settings
 from agent_server.memory_store import Busy, SchemaTooNew, Store, StoredItem, Unavailable
 
 logger = logging.getLogger(__name__)
 
-Backend = Literal["none", "sqlite", "postgres"]
-BACKENDS: tuple[Backend, ...] = ("none", "sqlite", "postgres")
-SQLITE_FILE = "conversations.db"
 CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
 LOCAL_OWNER = "local"
 PRUNE_EVERY_SECONDS = 3600
 
-
-@dataclass(frozen=True)
-class MemorySettings:
-    backend: Backend
-    url: sa.URL | None = None
-    lakebase_instance: str | None = None
-    user_header: str | None = None
-    max_age_days: float = 30
-    max_items: int = 1000
-    max_turn_bytes: int = 4 * 1024 * 1024
-    lease_seconds: float = 900
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> MemorySettings:
-        env = os.environ if env is None else env
-        backend = (env.get("MEMORY_BACKEND") or defaults.MEMORY_BACKEND).strip().lower()
-        if backend not in BACKENDS:
-            raise llm.ConfigurationError(f"MEMORY_BACKEND={backend!r} is not one of {', '.join(BACKENDS)}")
-        if backend == "none":
-            return cls("none")
-        return cls(
-            backend,  # type: ignore[arg-type]
-            url=database_url(backend, env),  # type: ignore[arg-type]
-            lakebase_instance=(env.get("MEMORY_LAKEBASE_INSTANCE") or "").strip() or None,
-            user_header=(env.get("MEMORY_USER_HEADER") or "").strip().lower() or None,
-            max_age_days=llm.env_number("MEMORY_MAX_AGE_DAYS", 30, allow_zero=True, env=env),
-            max_items=int(llm.env_number("MEMORY_MAX_ITEMS", 1000, allow_zero=True, env=env)),
-            max_turn_bytes=int(llm.env_number("MEMORY_MAX_TURN_BYTES", 4 * 1024 * 1024, env=env)),
-            lease_seconds=llm.env_number("MEMORY_TURN_LEASE_SECONDS", 900, env=env),
-        )
-
-
-def database_url(backend: Backend, env: Mapping[str, str]) -> sa.URL:
-    """The SQLAlchemy URL, with the async driver of `backend`."""
-    raw = (env.get("MEMORY_DATABASE_URL") or "").strip()
-    if backend == "sqlite":
-        path = raw.removeprefix("sqlite:///").removeprefix("sqlite+aiosqlite:///") or SQLITE_FILE
-        return sa.URL.create("sqlite+aiosqlite", database=str(Path(path).expanduser().resolve()))
-    if raw:
-        try:
-            url = sa.make_url(raw)
-        except sa.exc.ArgumentError:
-            raise llm.ConfigurationError(f"MEMORY_DATABASE_URL={raw!r} is not a database URL") from None
-        if url.get_backend_name() not in ("postgresql", "postgres"):
-            raise llm.ConfigurationError(f"MEMORY_DATABASE_URL must be a postgresql:// URL, not {url.drivername}://")
-        return url.set(drivername="postgresql+asyncpg")
-    if not env.get("PGHOST"):
-        raise llm.ConfigurationError(
-            "MEMORY_BACKEND=postgres needs MEMORY_DATABASE_URL, or PGHOST and friends (a Databricks database "
-            "resource sets them)"
-        )
-    return sa.URL.create(
-        "postgresql+asyncpg",
-        username=env.get("PGUSER") or None,
-        host=env["PGHOST"],
-        port=int(env["PGPORT"]) if env.get("PGPORT") else None,
-        database=env.get("PGDATABASE") or None,
-        query={"ssl": env["PGSSLMODE"]} if env.get("PGSSLMODE") else {},
-    )
-
-
-_settings: MemorySettings | None = None
 _store: Store | None = None
 _token: LakebaseToken | None = None
 _last_prune = 0.0
-
-
-def settings() -> MemorySettings:
-    global _settings
-    if _settings is None:
-        _settings = MemorySettings.from_env()
-    return _settings
-
-
-def enabled() -> bool:
-    return settings().backend != "none"
 
 
 async def open_memory() -> None:

@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.ext.asyncio import create_async_engine
 from support import Conversation, ServerThread, post_turn, reply_text
 
-from agent_server import agent, llm, memory
+from agent_server import agent, llm, memory, memory_settings
 from agent_server.memory_store import ITEM_FORMAT, SchemaTooNew, Store
 
 BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
@@ -39,7 +39,7 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setenv("MEMORY_BACKEND", request.param)
     monkeypatch.setenv("MEMORY_DATABASE_URL", url)
     monkeypatch.setenv("MEMORY_USER_HEADER", "x-test-user")
-    monkeypatch.setattr(memory, "_settings", None)  # read again from this environment
+    monkeypatch.setattr(memory_settings, "_settings", None)  # read again from this environment
     return url
 
 
@@ -203,7 +203,9 @@ def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(ba
 
 
 def test_retention_keeps_the_newest_whole_turns(client, monkeypatch):
-    monkeypatch.setattr(memory, "_settings", memory.MemorySettings.from_env({**os.environ, "MEMORY_MAX_ITEMS": "5"}))
+    monkeypatch.setattr(
+        memory_settings, "_settings", memory_settings.MemorySettings.from_env({**os.environ, "MEMORY_MAX_ITEMS": "5"})
+    )
     chat = Conversation(client, stream=False)
     for text in ("One", "Two", "Three"):
         chat.send(text)
@@ -212,8 +214,8 @@ def test_retention_keeps_the_newest_whole_turns(client, monkeypatch):
 
 
 def test_a_turn_over_the_size_cap_is_a_413_and_stores_nothing(client, monkeypatch):
-    settings = memory.MemorySettings.from_env({**os.environ, "MEMORY_MAX_TURN_BYTES": "1000"})
-    monkeypatch.setattr(memory, "_settings", settings)
+    settings = memory_settings.MemorySettings.from_env({**os.environ, "MEMORY_MAX_TURN_BYTES": "1000"})
+    monkeypatch.setattr(memory_settings, "_settings", settings)
     big = f"big-{uuid.uuid4()}"
     body = {"input": [{"role": "user", "content": "x" * 2000}], "context": {"conversation_id": big}}
     response = client.post("/invocations", json=body)
@@ -286,7 +288,7 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
 
 def test_with_memory_off_the_client_keeps_the_history(api_mode, model_log, monkeypatch):
     monkeypatch.setenv("MEMORY_BACKEND", "none")
-    monkeypatch.setattr(memory, "_settings", None)
+    monkeypatch.setattr(memory_settings, "_settings", None)
     from agent_server.app import app
 
     with TestClient(app) as client:
