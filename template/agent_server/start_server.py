@@ -1,8 +1,12 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """The `start-app` command: check the configuration, then serve agent_server.app on a port.
 
-The configuration is checked before the app is imported, so a missing credential
-fails in a moment with a message that names what to set.
+It reads `.env` in the current folder first, if there is one; a variable already set in the
+environment wins over the file. The configuration is checked before the app is imported, so a
+missing credential fails in a moment with a message that names what to set.
+
+`--reload` restarts the app when a file under agent_server/ changes (for local development).
+Logs go to stderr as agent_server/logs.py sets them up: LOG_LEVEL, and JSON lines when deployed.
 
 It listens on loopback (127.0.0.1) unless told otherwise (--host or HOST) or deployed
 (Databricks Apps sets DATABRICKS_APP_PORT), and on loopback it answers only to the
@@ -16,8 +20,9 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 
-from agent_server import llm
+from agent_server import llm, logs
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
@@ -27,7 +32,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default=default_host(), help="default: $HOST; 0.0.0.0 on Databricks Apps; 127.0.0.1")
     parser.add_argument("--port", type=port_number, default=None, help="default: $DATABRICKS_APP_PORT, $PORT or 8000")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--reload", action="store_true", help="restart when a file under agent_server/ changes")
     args = parser.parse_args(argv)
+    if args.reload and args.workers != 1:
+        parser.error("--reload serves with one worker")
     if args.port is None:
         name = "DATABRICKS_APP_PORT" if os.environ.get("DATABRICKS_APP_PORT") else "PORT"
         try:
@@ -50,8 +58,10 @@ def port_number(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    read_env_file = load_env_file(Path(".env"))
     args = parse_args(argv)
     try:
+        log_config = logs.log_config(os.environ)
         current = llm.check_configuration()
         # Their number settings (limits) are read as they load: a bad one stops start-app here, in one line.
         from agent_server import mcp_connections, mcp_servers, memory, request_guard, tracing  # noqa: F401
@@ -64,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"start-app: {error}")
     if args.host in ("127.0.0.1", "localhost", "::1") and not os.environ.get("ALLOWED_HOSTS"):
         os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)  # DNS rebinding: answer only to loopback names
+    if read_env_file:
+        print("start-app: read .env (variables already set in the environment win)", flush=True)
     where = f"http://{args.host}:{args.port}"
     print(f"start-app: {current.provider} model {current.model!r} over {current.api} on {where}", flush=True)
     print(f"start-app: conversations kept in {kept}", flush=True)
@@ -71,7 +83,25 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     _flush_traces_on_stop()
-    uvicorn.run("agent_server.app:app", host=args.host, port=args.port, workers=args.workers)
+    uvicorn.run(
+        "agent_server.app:app",
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_config=log_config,
+        reload=args.reload,
+        reload_dirs=[str(Path(__file__).parent)] if args.reload else None,
+    )
+
+
+def load_env_file(path: Path) -> bool:
+    """Add the variables in `path` (a .env file) that the environment does not set already; True if it exists."""
+    if not path.is_file():
+        return False
+    from dotenv import load_dotenv
+
+    load_dotenv(path, override=False)
+    return True
 
 
 def _flush_traces_on_stop() -> None:

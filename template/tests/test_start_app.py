@@ -134,3 +134,50 @@ def test_memory_that_cannot_work_stops_start_app_with_the_reason(env, says):
     assert result.returncode != 0
     assert result.stderr.startswith("start-app: ") and says in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_start_app_reads_dot_env_and_the_environment_wins(tmp_path):
+    """A bad value in .env stops start-app (so the file was read); the same variable set in the environment wins."""
+    (tmp_path / ".env").write_text("LLM_PROVIDER=offline\nMAX_INPUT_ITEMS=from-the-file\n")
+    args = [START_APP, "--port", str(free_port())]
+
+    def start(**env: str) -> str:
+        done = subprocess.run(args, env=app_env(**env), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0
+        return done.stderr.strip()
+
+    assert start() == "start-app: MAX_INPUT_ITEMS='from-the-file' must be a positive number"
+    assert (
+        start(MAX_INPUT_ITEMS="from-the-env") == "start-app: MAX_INPUT_ITEMS='from-the-env' must be a positive number"
+    )
+
+
+def test_a_deployed_app_logs_json_lines_at_the_level_asked(tmp_path):
+    env = app_env(LLM_PROVIDER="offline", APP_ENV="production", LLM_ALLOW_OFFLINE="true", LOG_LEVEL="DEBUG")
+    started = StartedApp(env)
+    with started as url:
+        assert httpx.get(f"{url}/health").status_code == 200
+    logged = [line for line in started.output.splitlines() if line.startswith("{")]
+    entries = [json.loads(line) for line in logged]
+    assert any(entry["logger"].startswith("uvicorn") and "Uvicorn running" in entry["message"] for entry in entries)
+    assert any(entry["level"] == "DEBUG" for entry in entries), "LOG_LEVEL=DEBUG lets debug lines through"
+    assert set(entries[0]) == {"time", "level", "logger", "message"}
+
+
+@pytest.mark.parametrize(("name", "value"), [("LOG_LEVEL", "LOUD"), ("LOG_FORMAT", "xml")])
+def test_a_bad_log_setting_is_a_one_line_error(name, value):
+    env = app_env(LLM_PROVIDER="offline", **{name: value})
+    result = subprocess.run(
+        [START_APP, "--port", str(free_port())], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip().lower().startswith(f"start-app: {name}={value!r}".lower())
+
+
+def test_reload_serves_and_watches_the_app_code():
+    started = StartedApp(app_env(LLM_PROVIDER="offline"))
+    started.args.append("--reload")
+    with started as url:
+        assert httpx.get(f"{url}/health").status_code == 200
+    assert "Started reloader process" in started.output
+    assert "agent_server" in started.output.split("Will watch for changes in these directories:")[1].splitlines()[0]

@@ -1,0 +1,58 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""The app's one logging setup, which start-app hands to uvicorn for the app's loggers and its own.
+
+- LOG_LEVEL: DEBUG, INFO (the default), WARNING or ERROR.
+- LOG_FORMAT: text, or json (one JSON object per line, which log search tools read field by field).
+  The default is json when deployed (Databricks Apps, or APP_ENV=production), text otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_server import llm
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+FORMATS = ("text", "json")
+TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class JsonLines(logging.Formatter):
+    """A record as one line of JSON: time, level, logger, message (and the exception, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def log_config(env: Mapping[str, str]) -> dict[str, Any]:
+    """A logging.config dictionary for LOG_LEVEL and LOG_FORMAT; llm.ConfigurationError for a bad value."""
+    level = (env.get("LOG_LEVEL") or "INFO").strip().upper()
+    if level not in LEVELS:
+        raise llm.ConfigurationError(f"LOG_LEVEL={level!r} is not one of {', '.join(LEVELS)}")
+    kind = (env.get("LOG_FORMAT") or ("json" if llm.deployed(env) else "text")).strip().lower()
+    if kind not in FORMATS:
+        raise llm.ConfigurationError(f"LOG_FORMAT={kind!r} is not one of {', '.join(FORMATS)}")
+    formatter = {"()": f"{__name__}.JsonLines"} if kind == "json" else {"format": TEXT}
+    handler = {"class": "logging.StreamHandler", "formatter": "app", "stream": "ext://sys.stderr"}
+    # uvicorn's loggers go through the root handler, so every line has one format.
+    quiet = {"level": level, "handlers": [], "propagate": True}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"app": formatter},
+        "handlers": {"app": handler},
+        "root": {"level": level, "handlers": ["app"]},
+        "loggers": {"uvicorn": quiet, "uvicorn.error": quiet, "uvicorn.access": quiet},
+    }
