@@ -79,8 +79,17 @@ def serving_calls(log: list[dict]) -> list[dict]:
     return [entry for entry in log if entry["path"].startswith("/serving-endpoints/")]
 
 
+# What the Databricks Apps proxy adds to every request it lets through: who is calling. Memory keeps
+# conversations per user (agent_server/memory.py), so a deployed app refuses a request without them.
+FORWARDED_USER = {"x-forwarded-user": "4242424242@1234567890123456", "x-forwarded-email": "dev@example.com"}
+
+
+def through_the_proxy(headers: dict[str, str] | None = None) -> dict[str, str]:
+    return {**FORWARDED_USER, **(headers or {})}
+
+
 def chat_with_a_tool_turn(url: str, stream: bool, headers: dict[str, str] | None = None) -> None:
-    chat = chat_with(url, stream, headers)
+    chat = chat_with(url, stream, through_the_proxy(headers))
     assert "I saw 1 user, 0 assistant and 0 tool turns" in reply_text(chat.send("Hello"))
     items = chat.send("What time is it?")
     assert [item["type"] for item in items] == ["function_call", "function_call_output", "message"]
@@ -120,6 +129,9 @@ def test_rehearsal_serves_multi_turn_chat_and_refreshes_its_token(runtime, tmp_p
         chat_with_a_tool_turn(url, stream=True)
         second = serving_calls(workspace_log(workspace)[middle:])
         traces = wait_for_traces(workspace, count=2)
+        # Not through the proxy: no user to keep the conversation for, and no model call.
+        status, answer = http("POST", f"{url}/invocations", {"input": "Hello"})
+        assert status == 401 and "X-Forwarded-User" in json.loads(answer)["error"]["message"]
 
     for call in first + second:
         assert call["status"] == 200, call
@@ -159,7 +171,7 @@ def test_rehearsal_calls_a_managed_mcp_server_with_the_apps_refreshed_token_or_t
     workspace = runtime["workspace"]
     managed = [{"name": "uc-main-tools", "url": "/api/2.0/mcp/functions/main/tools", "databricks_auth": True}]
     with start_app(runtime, tmp_path, port, MCP_SERVERS=json.dumps(managed)):
-        chat = chat_with(f"http://127.0.0.1:{port}", stream=False)
+        chat = chat_with(f"http://127.0.0.1:{port}", stream=False, headers=through_the_proxy())
         before = len(workspace_log(workspace))
         assert "Sunny in Paris" in json.dumps(chat.send("Use lookup_weather"))
         first = mcp_calls(workspace_log(workspace)[before:])
@@ -175,7 +187,8 @@ def test_rehearsal_calls_a_managed_mcp_server_with_the_apps_refreshed_token_or_t
     # On behalf of the user: the request's own connection carries the user's token.
     port = free_port()
     with start_app(runtime, tmp_path, port, MCP_SERVERS=json.dumps(managed), LLM_ON_BEHALF_OF_USER="true"):
-        chat = chat_with(f"http://127.0.0.1:{port}", stream=True, headers={"x-forwarded-access-token": USER_TOKEN})
+        user = through_the_proxy({"x-forwarded-access-token": USER_TOKEN})
+        chat = chat_with(f"http://127.0.0.1:{port}", stream=True, headers=user)
         before = len(workspace_log(workspace))
         assert "Sunny in Paris" in json.dumps(chat.send("Use lookup_weather"))
         as_user = mcp_calls(workspace_log(workspace)[before:])
@@ -195,7 +208,7 @@ def test_rehearsal_refuses_the_offline_model_unless_told_to(runtime, tmp_path):
 
     port = free_port()
     with start_app(runtime, tmp_path, port, LLM_PROVIDER="offline", LLM_ALLOW_OFFLINE="true"):
-        answer = chat_with(f"http://127.0.0.1:{port}", stream=False).send("Hello")
+        answer = chat_with(f"http://127.0.0.1:{port}", stream=False, headers=through_the_proxy()).send("Hello")
         assert reply_text(answer).startswith("Offline model:")
 
 
@@ -212,7 +225,7 @@ def test_rehearsal_calls_the_model_on_behalf_of_the_user_when_asked(runtime, tmp
         as_user = serving_calls(workspace_log(workspace)[before:])
         middle = len(workspace_log(workspace))
         # No user token: refused, never run as the app's own service principal.
-        status, answer = http("POST", f"{url}/invocations", {"input": "Hello"})
+        status, answer = http("POST", f"{url}/invocations", {"input": "Hello"}, through_the_proxy())
         refused = serving_calls(workspace_log(workspace)[middle:])
     assert [call["token"] for call in as_user] == ["user"] * 8
     assert {(call["path"], call["status"]) for call in as_user} == {("/serving-endpoints/responses", 200)}
@@ -292,4 +305,5 @@ def test_the_dockerfile_installs_and_starts_as_plain_commands(renders, tmp_path,
     env["LLM_ALLOW_OFFLINE"] = "true"
     with Served(command, env, folder, f"http://127.0.0.1:{port}/health", tmp_path / "served.log"):
         run(health, cwd=folder, env=env)  # the HEALTHCHECK command exits 0
-        assert reply_text(chat_with(f"http://127.0.0.1:{port}", stream=True).send("Hello")).startswith("Offline model:")
+        chat = chat_with(f"http://127.0.0.1:{port}", stream=True, headers=through_the_proxy())
+        assert reply_text(chat.send("Hello")).startswith("Offline model:")

@@ -19,6 +19,8 @@ so a conversation is never half-written.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -100,6 +102,9 @@ class Store:
             pool_pre_ping=True,  # a server restart or a dropped connection costs a reconnect, not a failed turn
             connect_args={"timeout": 10},
         )
+        # SQLite has one writer at a time. Writers of this process queue here, not in SQLite's busy wait:
+        # a write transaction spans several awaits, and on a busy event loop they can outlast any timeout.
+        self._one_writer = asyncio.Lock() if sqlite else contextlib.nullcontext()
         if sqlite:
             sa.event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         if password is not None:  # a token that changes (Lakebase): read when a connection is made
@@ -107,7 +112,7 @@ class Store:
 
     async def open(self) -> None:
         """Connect, and bring the schema up to SCHEMA_VERSION."""
-        async with self._transaction() as connection:
+        async with self._transaction(write=True) as connection:
             if connection.dialect.name == "postgresql":  # instances starting together migrate one at a time
                 await connection.execute(sa.text("SELECT pg_advisory_xact_lock(7305243101)"))
             await connection.run_sync(_migrate)
@@ -119,7 +124,7 @@ class Store:
         """Take the conversation's lease (creating it if new) and return its items; Busy if another turn holds it."""
         now = time.time()
         this = _conversation(owner, conversation_id)
-        async with self._transaction() as connection:
+        async with self._transaction(write=True) as connection:
             taken = await connection.execute(
                 conversations.update()
                 .where(this, sa.or_(conversations.c.lease.is_(None), conversations.c.lease_until < now))
@@ -146,7 +151,7 @@ class Store:
     ) -> None:  # fmt: skip
         """Store the turn's items (after the stored ones, or instead of them) and give the lease back, at once."""
         this = _conversation(owner, conversation_id)
-        async with self._transaction() as connection:
+        async with self._transaction(write=True) as connection:
             kept = await connection.execute(
                 conversations.update()
                 .where(this, conversations.c.lease == lease)
@@ -180,7 +185,7 @@ class Store:
         """Give the lease back, storing nothing (a turn that failed or was stopped); a conversation with
         nothing stored (its first turn failed) is not kept."""
         this = _conversation(owner, conversation_id)
-        async with self._transaction() as connection:
+        async with self._transaction(write=True) as connection:
             await connection.execute(
                 conversations.update().where(this, conversations.c.lease == lease).values(lease=None, lease_until=None)
             )
@@ -205,7 +210,7 @@ class Store:
             return None if found is None else await self._items(connection, owner, conversation_id)
 
     async def delete(self, owner: str, conversation_id: str) -> bool:
-        async with self._transaction() as connection:
+        async with self._transaction(write=True) as connection:
             await connection.execute(items.delete().where(_items_of(owner, conversation_id)))
             deleted = await connection.execute(conversations.delete().where(_conversation(owner, conversation_id)))
             return deleted.rowcount > 0
@@ -213,7 +218,7 @@ class Store:
     async def delete_older_than(self, cutoff: float) -> int:
         """Delete every conversation last updated before `cutoff` (seconds since the epoch); returns how many."""
         old = sa.select(conversations.c.owner, conversations.c.id).where(conversations.c.updated_at < cutoff)
-        async with self._transaction() as connection:
+        async with self._transaction(write=True) as connection:
             gone = list(await connection.execute(old))
             for owner, conversation_id in gone:
                 await connection.execute(items.delete().where(_items_of(owner, conversation_id)))
@@ -231,9 +236,9 @@ class Store:
         return [StoredItem(json.loads(item), item_id, format) for item, item_id, format in rows]
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[AsyncConnection]:
+    async def _transaction(self, write: bool = False) -> AsyncIterator[AsyncConnection]:
         try:
-            async with self.engine.begin() as connection:
+            async with self._one_writer if write else contextlib.nullcontext(), self.engine.begin() as connection:
                 yield connection
         except (Busy, SchemaTooNew):
             raise
@@ -283,7 +288,9 @@ def _migrate(connection: sa.Connection) -> None:
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")  # readers do not wait for a writer
-    cursor.execute("PRAGMA busy_timeout=10000")
+    # In WAL mode, NORMAL never corrupts the file; a power cut may lose the newest turns, not a crash of the app.
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")  # another process writing the same file
     cursor.close()
 
 
