@@ -8,8 +8,9 @@
 - MEMORY_LAKEBASE_INSTANCE: a Lakebase instance, whose OAuth tokens are the password
   (memory_lakebase.py; databricks.yml sets it when you answered postgres).
 - MEMORY_USER_HEADER: off Databricks Apps, the header your own sign-in proxy sets to the
-  user's identity. Unset, an app off Databricks Apps has one owner, `local`: it listens on
-  loopback, for one person, unless told otherwise.
+  user's identity. Unset, a local app has one owner, `local`: it listens on loopback, for one
+  person, unless told otherwise. A deployed app (APP_ENV=production) needs it, or
+  MEMORY_BACKEND=none: one owner for everyone would show each user's conversations to all.
 - MEMORY_MAX_AGE_DAYS (30; 0: never): conversations idle for longer are deleted.
 - MEMORY_MAX_ITEMS (1000; 0: no limit): per conversation; the oldest whole turns go first.
 - MEMORY_MAX_TURN_BYTES (4 MiB): what one request may add, as stored JSON; over it, a 413.
@@ -55,11 +56,19 @@ class MemorySettings:
             raise llm.ConfigurationError(f"MEMORY_BACKEND={backend!r} is not one of {', '.join(BACKENDS)}")
         if backend == "none":
             return cls("none")
+        user_header = (env.get("MEMORY_USER_HEADER") or "").strip().lower() or None
+        if llm.deployed(env) and not env.get("DATABRICKS_APP_NAME") and user_header is None:
+            # Off Databricks Apps nothing says who calls: one owner for everyone would show each user's
+            # conversations to all the others.
+            raise llm.ConfigurationError(
+                f"MEMORY_BACKEND={backend} on a deployed app (APP_ENV=production) needs MEMORY_USER_HEADER, the "
+                "header your sign-in proxy sets to the user's identity; or set MEMORY_BACKEND=none"
+            )
         return cls(
             backend,  # type: ignore[arg-type]
             url=database_url(backend, env),  # type: ignore[arg-type]
             lakebase_instance=(env.get("MEMORY_LAKEBASE_INSTANCE") or "").strip() or None,
-            user_header=(env.get("MEMORY_USER_HEADER") or "").strip().lower() or None,
+            user_header=user_header,
             max_age_days=llm.env_number("MEMORY_MAX_AGE_DAYS", 30, allow_zero=True, env=env),
             max_items=int(llm.env_number("MEMORY_MAX_ITEMS", 1000, allow_zero=True, env=env)),
             max_turn_bytes=int(llm.env_number("MEMORY_MAX_TURN_BYTES", 4 * 1024 * 1024, env=env)),

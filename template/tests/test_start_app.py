@@ -123,8 +123,9 @@ def test_health_keeps_answering_while_the_largest_allowed_request_is_served():
         ),
         ({"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": "mysql://db/x"}, "must be a postgresql:// URL"),
         ({"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": ""}, "needs MEMORY_DATABASE_URL, or PGHOST"),
+        ({"APP_ENV": "production", "LLM_ALLOW_OFFLINE": "true"}, "needs MEMORY_USER_HEADER"),
     ],
-    ids=["bad-backend", "sqlite-unusable", "not-postgres", "postgres-unnamed"],
+    ids=["bad-backend", "sqlite-unusable", "not-postgres", "postgres-unnamed", "deployed-without-identity"],
 )
 def test_memory_that_cannot_work_stops_start_app_with_the_reason(env, says):
     result = subprocess.run(
@@ -153,7 +154,7 @@ def test_start_app_reads_dot_env_and_the_environment_wins(tmp_path):
 
 
 def test_a_deployed_app_logs_json_lines_at_the_level_asked(tmp_path):
-    env = app_env(LLM_PROVIDER="offline", APP_ENV="production", LLM_ALLOW_OFFLINE="true", LOG_LEVEL="DEBUG")
+    env = app_env(LLM_PROVIDER="offline", DATABRICKS_APP_NAME="my-agent", LLM_ALLOW_OFFLINE="true", LOG_LEVEL="DEBUG")
     started = StartedApp(env)
     with started as url:
         assert httpx.get(f"{url}/health").status_code == 200
