@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -78,6 +79,15 @@ def test_without_arguments_it_checks_the_whole_folder(tmp_path):
 def test_this_app_has_no_leftovers():
     result = check()
     assert result.returncode == 0, result.stdout
+
+
+def test_the_pre_commit_hooks_check_conflicts_in_updates_and_lint_with_the_locked_ruff():
+    config = (APP / ".pre-commit-config.yaml").read_text()
+    hooks = re.findall(r"- repo: (\S+)\n\s+rev: (\S+)", config)
+    locked_ruff = re.search(r'name = "ruff"\nversion = "([^"]+)"', (APP / "uv.lock").read_text())
+    assert locked_ruff, "ruff is in uv.lock (the dev group)"
+    assert ("https://github.com/astral-sh/ruff-pre-commit", f"v{locked_ruff.group(1)}") in hooks
+    assert "id: check-merge-conflict\n        args: [--assume-in-merge]" in config
 
 
 def test_the_pre_commit_hook_runs_the_same_script(tmp_path):
