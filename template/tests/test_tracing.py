@@ -5,11 +5,12 @@ that cannot be reached never fails a request."""
 from __future__ import annotations
 
 import json
+import socket
 
 import httpx
 import mlflow
 import pytest
-from support import Chat, StartedApp, app_env, free_port, reply_text
+from support import Chat, StartedApp, app_env, reply_text
 
 from agent_server.tracing import BOUNDED_EXPORT, LOCAL_STORE, tracing_environment
 
@@ -45,11 +46,14 @@ def test_a_request_is_one_trace_with_the_agent_run_and_tool_call_inside(app_clie
 
 def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
     """Export is asynchronous and bounded: requests answer, and the app still stops when asked."""
-    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    started = StartedApp(app_env(LLM_PROVIDER="offline", MLFLOW_TRACKING_URI=dead, HOME=str(tmp_path)))
-    with started as url, httpx.Client(base_url=url, timeout=60) as client:
-        chat = Chat(client, stream=False)
-        for chat.stream in (False, True, False):  # one conversation, its turns sent both ways
-            assert "get_current_time" in json.dumps(chat.send("What time is it?"))
-        assert "I saw 4 user, 3 assistant and 3 tool turns" in reply_text(chat.send("Thanks"))
+    # Bound but never listening: connections are refused, and no server another test starts can take the port.
+    with socket.socket() as reserved:
+        reserved.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{reserved.getsockname()[1]}"
+        started = StartedApp(app_env(LLM_PROVIDER="offline", MLFLOW_TRACKING_URI=dead, HOME=str(tmp_path)))
+        with started as url, httpx.Client(base_url=url, timeout=60) as client:
+            chat = Chat(client, stream=False)
+            for chat.stream in (False, True, False):  # one conversation, its turns sent both ways
+                assert "get_current_time" in json.dumps(chat.send("What time is it?"))
+            assert "I saw 4 user, 3 assistant and 3 tool turns" in reply_text(chat.send("Thanks"))
     assert dead in started.output, started.output  # export was tried (and failed) while the requests went through
