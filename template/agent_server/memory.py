@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -82,12 +83,21 @@ def check_database() -> str:
     if current.backend == "none":
         return "no store (MEMORY_BACKEND=none): clients send the whole conversation"
 
+    where = current.url.render_as_string(hide_password=True) if current.url else ""
+    if current.backend == "sqlite":
+        # Opened here first, without a thread: aiosqlite stops the thread of a connection that failed by a
+        # call into the event loop, which asyncio.run may have closed by then (a traceback after the reason).
+        try:
+            sqlite3.connect(current.url.database or "").close()  # type: ignore[union-attr]
+        except sqlite3.Error as error:
+            reason = f"{type(error).__name__}: {error}"
+            raise llm.ConfigurationError(f"conversation memory (sqlite, {where}): {reason}") from None
+
     async def once() -> None:
         await open_memory()
         await close_memory()
 
     asyncio.run(once())
-    where = current.url.render_as_string(hide_password=True) if current.url else ""
     return f"{current.backend} ({where})"
 
 
