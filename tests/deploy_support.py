@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,35 @@ def resource_values(app: Path) -> dict[str, str]:
         elif "secret" in resource:
             values[resource["name"]] = "rehearsal-secret-value"
     return values
+
+
+def dev_only_packages(app: Path) -> set[str]:
+    """The packages uv.lock installs only for the dev group: its members and what only they depend on."""
+    packages = {package["name"]: package for package in tomllib.loads((app / "uv.lock").read_text())["package"]}
+    [project] = [package for package in packages.values() if package.get("source", {}).get("editable") == "."]
+
+    def closure(names: list[str]) -> set[str]:
+        seen: set[str] = set()
+        while names:
+            name = names.pop()
+            if name not in seen:
+                seen.add(name)
+                names += [dependency["name"] for dependency in packages[name].get("dependencies", [])]
+        return seen
+
+    runtime = closure([dependency["name"] for dependency in project["dependencies"]])
+    dev = closure([dependency["name"] for dependency in project["dev-dependencies"]["dev"]])
+    return dev - runtime
+
+
+def installed_packages(app: Path) -> dict[str, str]:
+    """Name -> version of what the app's .venv holds, from its dist-info folders."""
+    [site] = (app / ".venv" / "lib").glob("python3.*/site-packages")
+    installed = {}
+    for info in site.glob("*.dist-info"):
+        name, version = info.name.removesuffix(".dist-info").rsplit("-", 1)
+        installed[name.lower().replace("_", "-")] = version
+    return installed
 
 
 def app_command(app: Path) -> list[str]:

@@ -12,6 +12,6 @@ SUITES = ["defaults", "databricks-responses"]
 @pytest.mark.parametrize("name", SUITES)
 def test_app_installs_locked_and_its_tests_pass(renders, name):
     app = renders[name]
-    uv("sync", "--locked", "--no-config", cwd=app)
+    uv("sync", "--locked", "--dev", "--no-config", cwd=app)
     result = uv("run", "--locked", "--no-config", "pytest", "-p", "no:cacheprovider", cwd=app)
     assert_all_passed(result)

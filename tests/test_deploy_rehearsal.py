@@ -29,8 +29,10 @@ from deploy_support import (
     app_command,
     app_yaml_env,
     clean_copy,
+    dev_only_packages,
     fake_workspace,
     http,
+    installed_packages,
     platform_env,
     runtime_uv,
     sync_env,
@@ -104,13 +106,23 @@ def test_rehearsal_the_runtime_installs_exactly_the_lock_with_its_own_uv(runtime
     locked = {
         package["name"]: package["version"] for package in tomllib.loads((app / "uv.lock").read_text())["package"]
     }
-    [site] = (app / ".venv" / "lib").glob("python3.*/site-packages")
-    installed = {}
-    for info in site.glob("*.dist-info"):
-        name, version = info.name.removesuffix(".dist-info").rsplit("-", 1)
-        installed[name.lower().replace("_", "-")] = version
+    installed = installed_packages(app)
     for name in ("openai-agents", "mlflow-skinny", "databricks-sdk", "openai", "fastapi"):
         assert installed[name] == locked[name], name
+
+
+@pytest.mark.xdist_group("deploy")
+def test_rehearsal_no_dev_package_reaches_the_deployed_environment(runtime, tmp_path):
+    """Neither the runtime's `uv sync --locked` nor app.yaml's `uv run --locked` installs the dev group."""
+    dev_only = dev_only_packages(runtime["app"])
+    assert {"pytest", "ruff", "mypy", "hypothesis"} <= dev_only  # what the check would catch
+    assert not dev_only & set(installed_packages(runtime["app"])), "after the runtime's uv sync --locked"
+    port = free_port()
+    with start_app(runtime, tmp_path, port):  # app.yaml's command: uv run --locked start-app
+        status, _ = http("GET", f"http://127.0.0.1:{port}/health")
+        assert status == 200
+    leaked = dev_only & set(installed_packages(runtime["app"]))
+    assert not leaked, f"app.yaml's command installed the dev group: {sorted(leaked)}"
 
 
 @pytest.mark.xdist_group("deploy")

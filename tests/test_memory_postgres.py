@@ -33,7 +33,7 @@ def counts(user: int, assistant: int, tool: int = 0) -> str:
 @pytest.fixture(scope="module")
 def app(renders) -> Path:
     app = renders["defaults"]
-    uv("sync", "--locked", "--no-config", cwd=app)
+    uv("sync", "--locked", "--dev", "--no-config", cwd=app)  # its tests run with pytest
     return app
 
 

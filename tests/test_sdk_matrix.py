@@ -38,7 +38,7 @@ MATRIX_ENV = clean_env(MLFLOW_ENABLE_ASYNC_TRACE_LOGGING="false")
 
 
 def synced(app: Path) -> Path:
-    uv("sync", "--locked", "--no-config", cwd=app)
+    uv("sync", "--locked", "--dev", "--no-config", cwd=app)
     return app
 
 

@@ -179,7 +179,7 @@ def app_env() -> dict[str, str]:
 def relock_and_test(app: Path, *tests: str) -> str:
     """The closing message's steps: `uv lock`, `uv sync --locked`, `uv run pytest`; returns pytest's output."""
     uv_from_cache("lock", "--no-config", cwd=app)
-    uv("sync", "--locked", "--no-config", cwd=app)
+    uv("sync", "--locked", "--dev", "--no-config", cwd=app)
     pytest_args = ["pytest", "-v", "-p", "no:cacheprovider", *tests]
     result = uv("run", "--locked", "--no-config", *pytest_args, cwd=app, env=app_env())
     assert_all_passed(result)
@@ -419,6 +419,6 @@ def test_the_documented_migration_follows_the_policy():
 def test_owner_files_and_the_closing_message():
     assert {"uv.lock", "agent_server/agent.py"} <= OWNER_FILES
     message = CONFIG["_message_after_update"]
-    steps = ["git status", "check_update_leftovers.py", "uv lock", "uv sync --locked", "uv run pytest", "git commit"]
+    steps = ["git status", "check_update_leftovers.py", "uv lock", "uv sync --locked --dev", "uv run pytest", "git commit"]
     positions = [message.find(step) for step in steps]
     assert -1 not in positions and positions == sorted(positions), message
