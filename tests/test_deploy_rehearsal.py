@@ -277,14 +277,21 @@ def test_the_dockerfile_installs_and_starts_as_plain_commands(renders, tmp_path,
     def here(value: str) -> str:
         return value.replace("/app", str(folder)).replace("$PATH", env["PATH"])
 
-    skipped, health, command, user = [], None, None, None
+    python = (render / ".python-version").read_text().strip()
+    cache = tmp_path / "uv-cache"  # what the build's cache mount holds: outside the image
+    skipped, health, command, user, copied_before_install, installs = [], None, None, None, [], 0
     for instruction, arguments in dockerfile(render / "Dockerfile"):
+        if instruction == "RUN" and arguments.startswith("--mount="):
+            mount, arguments = arguments.split(" ", 1)
+            assert mount == "--mount=type=cache,target=/root/.cache/uv", "the uv cache stays out of the image"
+            env["UV_CACHE_DIR"] = str(cache)
         if instruction == "FROM":
-            assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)?", arguments), arguments
+            assert re.fullmatch(rf"python:{re.escape(python)}-slim(-\w+)?", arguments), (arguments, python)
         elif instruction == "COPY" and arguments.startswith("--from="):
             assert arguments.split()[0] == f"--from=ghcr.io/astral-sh/uv:{RUNTIME_UV_VERSION}"
         elif instruction == "COPY":
             *sources, dest = arguments.split()
+            copied_before_install += sources if not installs else []
             for source in sources:
                 target = folder / dest / (source if dest.endswith("/") or dest == "." else "")
                 copy = shutil.copytree if (render / source).is_dir() else shutil.copy
@@ -295,7 +302,14 @@ def test_the_dockerfile_installs_and_starts_as_plain_commands(renders, tmp_path,
         elif instruction == "ENV":
             env.update(here(pair).split("=", 1) for pair in shlex.split(arguments))
         elif instruction == "RUN" and arguments.startswith("uv "):
-            run([str(uv_of_the_runtime), *shlex.split(here(arguments))[1:]], cwd=folder, env=env)
+            # Without the mount, uv's cache would be a layer of the image, in /root/.cache/uv.
+            assert env.pop("UV_CACHE_DIR", None) == str(cache), f"{arguments}: no cache mount"
+            run(
+                [str(uv_of_the_runtime), *shlex.split(here(arguments))[1:]],
+                cwd=folder,
+                env={**env, "UV_CACHE_DIR": str(cache)},
+            )
+            installs += 1
         elif instruction == "RUN":
             skipped.append(arguments)
         elif instruction == "USER":
@@ -308,6 +322,11 @@ def test_the_dockerfile_installs_and_starts_as_plain_commands(renders, tmp_path,
     assert user and user.split(":")[0].isdigit() and int(user.split(":")[0]) > 0, "runs as a non-root user"
     assert (folder / ".venv" / "bin" / "start-app").exists()
     assert not (folder / ".venv" / "bin" / "pytest").exists(), "the image has no dev tools"
+    # The dependency layer is rebuilt only when what it copies changes: not for an edit of the README or the code.
+    assert sorted(copied_before_install) == [".python-version", "pyproject.toml", "uv.lock"], copied_before_install
+    assert installs == 2 and any(cache.iterdir()), "both installs used the cache mount"
+    [site] = (folder / ".venv" / "lib").glob("python3.*")
+    assert site.name == f"python{python}", "the image's environment runs .python-version's Python"
     assert env["APP_ENV"] == "production"
 
     port = free_port()

@@ -419,6 +419,7 @@ def test_the_documented_migration_follows_the_policy():
 def test_owner_files_and_the_closing_message():
     assert {"uv.lock", "agent_server/agent.py"} <= OWNER_FILES
     message = CONFIG["_message_after_update"]
-    steps = ["git status", "check_update_leftovers.py", "uv lock", "uv sync --locked --dev", "uv run pytest", "git commit"]
+    steps = ["git status", "check_update_leftovers.py", "uv lock", "uv sync --locked --dev", "uv run pytest"]
+    steps.append("git commit")
     positions = [message.find(step) for step in steps]
     assert -1 not in positions and positions == sorted(positions), message
