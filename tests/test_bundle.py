@@ -4,7 +4,7 @@
   and a broken one does not.
 - app.yaml: a command list and env entries as the runtime reads them; the app's own
   tests/test_deploy_config.py (app.yaml and the bundle agree) passes in every render.
-- The deploy workflow and the README name the same commands and secrets; the README's grants for
+- The deploy workflow and the README name the same commands and variables (no secret); the README's grants for
   MCP servers are valid app resources.
 (tests/test_deploy_rehearsal.py runs what the platform runs.)
 """
@@ -124,7 +124,7 @@ def test_every_render_passes_the_apps_own_deploy_config_checks(renders, name):
 
 
 @pytest.mark.parametrize("name", ["defaults", "openai-chat_completions", "no-ci"])
-def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_secrets(renders, name):
+def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_variables(renders, name):
     app = renders[name]
     readme = (app / "README.md").read_text()
     deploy = readme.split("## Deploy", 1)[1].split("\n## ", 1)[0]
@@ -142,10 +142,24 @@ def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_secrets(r
         "databricks bundle deploy --target prod",
         "databricks bundle run agent --target prod",
     ]
-    needed = set(re.findall(r"\$\{\{ (?:secrets|vars)\.([A-Z_]+) \}\}", workflow.read_text()))
-    assert needed == {"DATABRICKS_HOST", "DATABRICKS_CLIENT_ID", "DATABRICKS_CLIENT_SECRET"}
-    for secret in needed:
-        assert secret in deploy, f"README's Deploy section must name {secret}"
+    # GitHub OIDC: two repository variables, no secret (tests/test_workflows.py checks the sign-in).
+    assert not re.findall(r"\$\{\{ secrets\.", workflow.read_text())
+    needed = set(re.findall(r"\$\{\{ vars\.([A-Z_]+) \}\}", workflow.read_text()))
+    assert needed == {"DATABRICKS_HOST", "DATABRICKS_CLIENT_ID"}
+    for variable in needed:
+        assert variable in deploy, f"README's Deploy section must name {variable}"
+    # How to set it up: the federation policy (issuer, audience and subject as the workflow asks for them),
+    # the protected environment, and no secret to store.
+    for fact in (
+        "service-principal-federation-policy create",
+        '"issuer": "https://token.actions.githubusercontent.com"',
+        '"audiences": ["https://github.com/<owner>"]',
+        '"subject": "repo:<owner>/<repo>:environment:prod"',
+        "Settings > Environments",
+        "DATABRICKS_CLIENT_SECRET",  # ... is no longer needed: the README says to delete it
+    ):
+        assert fact in deploy, f"README's Deploy section must say {fact}"
+    assert "DATABRICKS_CLIENT_SECRET" not in workflow.read_text()
 
 
 @pytest.mark.parametrize("name", ["defaults", "openai-responses"])
