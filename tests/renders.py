@@ -68,7 +68,7 @@ def uv(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float 
 
 
 # What tools running inside a render write there: not part of the render.
-NOT_RENDERED = {".venv", ".git", ".hypothesis", "mlruns"}
+NOT_RENDERED = {".venv", ".git", ".hypothesis", ".mypy_cache", "mlruns"}
 
 
 def rendered_files(app: Path) -> list[Path]:

@@ -26,8 +26,8 @@ from agent_server.request_guard import BrowserGuard, RequestGuard
 # Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/tracing.py).
 tracing.configure()
 
-agent_server = AgentServer("ResponsesAgent")
-app = agent_server.app
+server = AgentServer("ResponsesAgent")
+app = server.app
 # The last added runs first.
 app.add_middleware(UpstreamErrors)
 app.add_middleware(RequestGuard)

@@ -53,7 +53,7 @@ def canonical_arguments(arguments: Any) -> str:
         try:
             value = json.loads(value) if value.strip() else {}
         except ValueError:
-            return value
+            return str(value)
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
@@ -119,8 +119,8 @@ def honour_only_genuine(client_items: Sequence[Any], rendered: Sequence[Any]) ->
             requests[entry.item["call_id"]] = (position, client)
         elif entry.item.get("output") == APPROVED:
             request = requests.get(entry.item.get("call_id"))
-            genuine = client.get("type") == "mcp_approval_response" and request is not None
-            if not genuine or not is_genuine([earlier.item for earlier in rendered[: request[0]]], request[1]):
+            answered = client.get("type") == "mcp_approval_response"
+            if not answered or request is None or not is_genuine([e.item for e in rendered[: request[0]]], request[1]):
                 entry.item["output"] = NOT_VERIFIED
                 refused.append(entry.index)
     return refused

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
-from agents import Agent, Runner
+from agents import Agent, Runner, TResponseInputItem
 from agents.items import MessageOutputItem, ToolApprovalItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
@@ -62,6 +62,16 @@ def customize_history(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items if hook is None else hook(items)
 
 
+def sdk_input(history: list[dict[str, Any]]) -> list[TResponseInputItem]:
+    """The rendered history as the SDK's input type: the render's items are those TypedDicts (history.py)."""
+    return cast("list[TResponseInputItem]", history)
+
+
+def stream_event(type: str, **fields: Any) -> ResponsesAgentStreamEvent:
+    """MLflow's stream event. Its fields but `type` are extras (extra="allow"), which a type checker cannot see."""
+    return ResponsesAgentStreamEvent(type=type, **fields)
+
+
 def for_this_request(owners_agent: Agent, servers: list[Any]) -> Agent:
     """The owner's agent with this request's MCP servers, and tool call ids made unique."""
     if servers:
@@ -79,7 +89,7 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
         owners_agent = for_this_request(agent.create_agent(), servers)
         errors.record_input(history, has_instructions=owners_agent.instructions is not None)
         try:
-            result = await Runner.run(owners_agent, history)
+            result = await Runner.run(owners_agent, sdk_input(history))
         except errors.MODEL_FAILURES as error:
             errors.record(error)  # errors.UpstreamErrors answers with the status that says why, not a 500
             raise
@@ -90,7 +100,9 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
     waiting = await asyncio.to_thread(approval_requests, request, result.interruptions)
     answer = [*ran, *items, *finished(output, waiting)]
     await _stored(turn, answer)
-    return ResponsesAgentResponse(output=answer, custom_outputs=turn.custom_outputs() if turn else None)
+    return ResponsesAgentResponse.model_validate(
+        {"output": answer, "custom_outputs": turn.custom_outputs() if turn else None}
+    )
 
 
 async def _stored(turn: memory.Turn | None, answer: list[dict[str, Any]]) -> None:
@@ -113,10 +125,10 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
     async with mcp_connections.servers_for_request() as servers:
         for item in await mcp_connections.run_approved(history, servers):
             answer.append(item)
-            yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item, custom_outputs=extra)
-        async for event in _streamed_run(request, history, for_this_request(agent.create_agent(), servers)):
+            yield stream_event("response.output_item.done", item=item, custom_outputs=extra)
+        owners_agent = for_this_request(agent.create_agent(), servers)
+        async for event in _streamed_run(request, history, owners_agent, done=answer):
             if event.type == "response.output_item.done":
-                answer.append(event.item)
                 event.custom_outputs = extra
             yield event
     # Stored once the turn is complete, before the stream ends: a stream cut short stores nothing.
@@ -124,9 +136,10 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
 
 
 async def _streamed_run(
-    request: ResponsesAgentRequest, history: list[dict[str, Any]], owners_agent: Agent
+    request: ResponsesAgentRequest, history: list[dict[str, Any]], owners_agent: Agent, done: list[dict[str, Any]]
 ) -> AsyncIterator[ResponsesAgentStreamEvent]:
-    result = Runner.run_streamed(owners_agent, input=history)
+    """The run's events as MLflow streams them; each finished item is also appended to `done`."""
+    result = Runner.run_streamed(owners_agent, input=sdk_input(history))
     output = ReplayableOutput()
     message_id = replayable_id("message", None)
     async for event in result.stream_events():
@@ -136,11 +149,13 @@ async def _streamed_run(
                 # One id per message, shared by its deltas and its final item.
                 message_id = replayable_id("message", data.item.id)
             elif data.type == "response.output_text.delta":
-                yield ResponsesAgentStreamEvent(type="response.output_text.delta", item_id=message_id, delta=data.delta)
+                yield stream_event("response.output_text.delta", item_id=message_id, delta=data.delta)
         elif isinstance(event, RunItemStreamEvent):
             own_id = message_id if isinstance(event.item, MessageOutputItem) else None
             for item in output.add(event.item.raw_item, message_id=own_id):
-                yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
+                done.append(item)
+                yield stream_event("response.output_item.done", item=item)
     waiting = await asyncio.to_thread(approval_requests, request, result.interruptions)
     for item in finished(output, waiting):
-        yield ResponsesAgentStreamEvent(type="response.output_item.done", item=item)
+        done.append(item)
+        yield stream_event("response.output_item.done", item=item)

@@ -66,7 +66,7 @@ class LLMSettings:
         if not model:
             raise ConfigurationError("LLM_MODEL is empty: set it to a model or serving-endpoint name")
         base_url = (env.get("OPENAI_BASE_URL") or None) if provider == "openai" else None
-        return cls(provider=provider, model=model, api=api, base_url=base_url)  # type: ignore[arg-type]
+        return cls(provider=provider, model=model, api=api, base_url=base_url)
 
 
 def settings() -> LLMSettings:
@@ -135,7 +135,9 @@ def _client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
         return AsyncOpenAI(
             base_url=f"{config.host.rstrip('/')}/serving-endpoints",
             api_key="set-per-request",  # replaced by DatabricksAuth on every request
-            http_client=httpx.AsyncClient(
+            # openai 3 types this as httpx2's client but takes an httpx one too (openai/_httpx2.py); openai 2 wants
+            # httpx's, and DatabricksAuth is an httpx.Auth.
+            http_client=httpx.AsyncClient(  # type: ignore[arg-type]
                 auth=DatabricksAuth(config, on_behalf_of_user=_true(os.environ.get("LLM_ON_BEHALF_OF_USER")))
             ),
             **call_limits(),

@@ -31,6 +31,7 @@ from typing import Any
 import httpx2
 import mlflow
 from agents.mcp import MCPServer, MCPServerManager, MCPServerStreamableHttp
+from mcp.types import TextContent
 from mlflow.entities import SpanType
 
 from agent_server import approvals, llm
@@ -64,8 +65,8 @@ class CappedOutputServer(MCPServerStreamableHttp):
             result = await super().call_tool(tool_name, arguments, meta)
         budget = self.max_output_chars
         for part in result.content:
-            text = getattr(part, "text", None)
-            if isinstance(text, str):
+            if isinstance(part, TextContent):
+                text = part.text
                 if len(text) > budget:
                     note = f"[cut: the tool returned {len(text)} characters; MCP_MAX_OUTPUT_CHARS]"
                     part.text = f"{text[:budget]}\n{note}"
@@ -132,7 +133,7 @@ class McpConnections:
         if isinstance(spec.require_approval, tuple):  # these tools only
             approval = {"always": {"tool_names": list(spec.require_approval)}}
         created = CappedOutputServer(
-            params,  # type: ignore[arg-type]
+            params,
             name=spec.label,
             require_approval=approval,
             cache_tools_list=True,
@@ -159,7 +160,8 @@ class McpConnections:
             return
         self.tools_listed_at = time.monotonic()
         for server in self.active():
-            server.invalidate_tools_cache()
+            if isinstance(server, CappedOutputServer):  # every server made here; the SDK's base class has no cache
+                server.invalidate_tools_cache()
             try:
                 await asyncio.wait_for(server.list_tools(), self.settings.timeout)
             except Exception as error:  # down since it connected: left out until a retry connects it
@@ -285,7 +287,7 @@ async def run_tool(name: str, arguments: str, servers: list[MCPServer]) -> str:
             result = await server.call_tool(name, json.loads(arguments or "{}"))
         except Exception as error:  # the model reads what went wrong, as with any failed tool call
             return f"Error: the tool's server ({server.name}) did not answer: {error}"
-        text = "\n".join(part.text for part in result.content if isinstance(getattr(part, "text", None), str))
+        text = "\n".join(part.text for part in result.content if isinstance(part, TextContent))
         failed = getattr(result, "is_error", None) or getattr(result, "isError", None)  # mcp 2.x, 1.x
         return f"Error: {text}" if failed else text
     return f"Error: no MCP server that is up now offers the tool {name!r}."

@@ -37,10 +37,11 @@ from typing import Any
 
 from agent_server import approvals, llm
 from agent_server.errors import BadRequest
-from agent_server.history import HistoryError, Rendered, render_each
+from agent_server.history import ApiMode, HistoryError, Rendered, render_each
 from agent_server.memory_lakebase import LakebaseToken
 from agent_server.memory_merge import Merge, merge
-from agent_server.memory_settings import enabled, settings
+from agent_server.memory_settings import enabled as enabled  # callers ask memory.enabled()
+from agent_server.memory_settings import settings
 from agent_server.memory_store import Busy, SchemaTooNew, Store, StoredItem, Unavailable
 
 logger = logging.getLogger(__name__)
@@ -126,7 +127,8 @@ def owner_of(headers: Mapping[str, str]) -> str:
         owner = headers.get("x-forwarded-user") or headers.get("x-forwarded-email")
         named = "X-Forwarded-User or X-Forwarded-Email"
     elif settings().user_header:
-        owner, named = headers.get(settings().user_header or ""), settings().user_header
+        named = settings().user_header or ""
+        owner = headers.get(named)
     else:
         return LOCAL_OWNER
     if not owner:
@@ -177,7 +179,7 @@ class Turn:
     lease: str
     merged: Merge
     history: History
-    api: llm.ApiMode
+    api: ApiMode
     done: bool = field(default=False)
 
     def custom_outputs(self) -> dict[str, str]:
@@ -263,7 +265,7 @@ async def _release(owner: str, conversation_id: str, lease: str) -> None:
         logger.warning("memory: could not release conversation %s: %s", conversation_id, error)
 
 
-def _stored_history(rows: list[StoredItem], api: llm.ApiMode) -> History:
+def _stored_history(rows: list[StoredItem], api: ApiMode) -> History:
     """Stored items rendered again, as today's render and API mode want them."""
     items = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
     try:

@@ -65,8 +65,8 @@ class MemorySettings:
                 "header your sign-in proxy sets to the user's identity; or set MEMORY_BACKEND=none"
             )
         return cls(
-            backend,  # type: ignore[arg-type]
-            url=database_url(backend, env),  # type: ignore[arg-type]
+            backend,
+            url=database_url(backend, env),
             lakebase_instance=(env.get("MEMORY_LAKEBASE_INSTANCE") or "").strip() or None,
             user_header=user_header,
             max_age_days=llm.env_number("MEMORY_MAX_AGE_DAYS", 30, allow_zero=True, env=env),
@@ -103,9 +103,6 @@ def database_url(backend: Backend, env: Mapping[str, str]) -> sa.URL:
         database=env.get("PGDATABASE") or None,
         query={"ssl": env["PGSSLMODE"]} if env.get("PGSSLMODE") else {},
     )
-
-
-_settings: MemorySettings | None = None
 
 
 _settings: MemorySettings | None = None

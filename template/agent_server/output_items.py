@@ -168,5 +168,6 @@ def _call_ids(items: Iterable[Any]) -> Iterable[str]:
     """The call ids in the model's input, whose items are dicts or the SDK's pydantic models."""
     for item in items:
         read = item.get if isinstance(item, dict) else lambda key, item=item: getattr(item, key, None)
-        if read("type") == "function_call" and isinstance(read("call_id"), str):
-            yield read("call_id")
+        call_id = read("call_id")
+        if read("type") == "function_call" and isinstance(call_id, str):
+            yield call_id

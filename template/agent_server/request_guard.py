@@ -38,6 +38,7 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -153,6 +154,7 @@ def _parsed(raw: bytes) -> Any:
 def _check_size(body: Any) -> None:
     """Depth, total text and lone surrogates, walked without recursion (a deep body must not crash the walk)."""
     chars, stack = 0, [(body, 1)]
+    strings: Iterable[Any]
     while stack:
         value, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:
@@ -203,6 +205,7 @@ async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Re
     then waits for the disconnect here (a streaming response listens for it while it runs).
     """
     hung_up, answered = asyncio.Event(), False
+    unread: bytes | None = body
 
     async def app_send(message: Message) -> None:
         nonlocal answered
@@ -210,9 +213,10 @@ async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Re
         await send(message)
 
     async def app_receive() -> Message:
-        nonlocal body
-        if body is not None:
-            message, body = {"type": "http.request", "body": body, "more_body": False}, None
+        nonlocal unread
+        if unread is not None:
+            message: Message = {"type": "http.request", "body": unread, "more_body": False}
+            unread = None
             return message
         await hung_up.wait()
         return {"type": "http.disconnect"}

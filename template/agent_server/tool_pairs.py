@@ -97,13 +97,13 @@ def pair_calls_with_outputs(rendered: list[Rendered]) -> list[Rendered]:
             sequence.append(call)
         elif kind == "function_call_output":
             same_id = calls_by_id.get(r.item["call_id"], [])
-            call = next((c for c in same_id if not c.outputs), same_id[-1] if same_id else None)
-            if call is None:
+            paired = next((c for c in same_id if not c.outputs), same_id[-1] if same_id else None)
+            if paired is None:
                 sequence.append(_Orphan(r.index, r.item))
             else:
-                if not call.outputs:
-                    sequence.append(_OutputSlot(call))
-                call.outputs.append((r.index, r.item))
+                if not paired.outputs:
+                    sequence.append(_OutputSlot(paired))
+                paired.outputs.append((r.index, r.item))
         else:
             sequence.append(r)
     return _in_order(sequence)

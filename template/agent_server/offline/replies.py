@@ -99,7 +99,7 @@ def answer(history: Any, turns: list[Turn], tool_names: list[str], tool_required
     if tool_required and tool_names:  # as the real API does with tool_choice="required"
         tool = tool or tool_names[0]
 
-    text, tool_calls = "", ()
+    text, tool_calls = "", tuple[ToolCall, ...]()
     if tool is not None:
         count = 2 if re.search(r"\btwice\b", latest_user_text.lower()) else 1
         tool_calls = tuple(ToolCall(call_id=_call_id(digest, n), name=tool, arguments="{}") for n in range(count))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from openai.types.responses import (
     Response,
@@ -26,6 +26,7 @@ from openai.types.responses import (
     ResponseOutputItemAddedEvent,
     ResponseOutputItemDoneEvent,
     ResponseOutputMessage,
+    ResponseOutputRefusal,
     ResponseOutputText,
     ResponseStreamEvent,
     ResponseTextDeltaEvent,
@@ -115,9 +116,9 @@ def _output_item_events(
 
 def output_items(said: Answer, done: bool) -> list[ResponseOutputItem]:
     """The answer as Responses output items: finished, or as first announced in a stream."""
-    status = "completed" if done else "in_progress"
+    status: Literal["completed", "in_progress"] = "completed" if done else "in_progress"
     if not said.tool_calls:
-        content = [output_text_part(said.text)] if done else []
+        content: list[ResponseOutputText | ResponseOutputRefusal] = [output_text_part(said.text)] if done else []
         return [
             ResponseOutputMessage(
                 id=f"msg_{said.digest}", type="message", status=status, role="assistant", content=content

@@ -134,7 +134,8 @@ def offline_client(app: FastAPI | None = None) -> openai.AsyncOpenAI:
         base_url=BASE_URL,
         api_key=API_KEY,
         max_retries=0,
-        http_client=httpx.AsyncClient(transport=transport, base_url=BASE_URL),
+        # openai 3 types this as httpx2's client but takes an httpx one too (openai/_httpx2.py); openai 2 wants httpx's.
+        http_client=httpx.AsyncClient(transport=transport, base_url=BASE_URL),  # type: ignore[arg-type]
     )
 
 

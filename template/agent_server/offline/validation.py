@@ -162,7 +162,7 @@ def _is_branch(part: Any) -> bool:
 def _expected(error: Any) -> str | None:
     """What the API would have accepted, in words, when we know it."""
     if error["type"] == "literal_error":
-        return error["ctx"]["expected"]
+        return str(error["ctx"]["expected"])
     return _EXPECTED_BY_ERROR.get(error["type"])
 
 
@@ -230,7 +230,9 @@ def check_content_part_types(body: dict[str, Any]) -> None:
             continue
         allowed = PART_TYPES_BY_ROLE.get(item.get("role"))
         content = item.get("content")
-        for j, part in enumerate(content if allowed and isinstance(content, list) else []):
+        if not allowed or not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
             part_type = part.get("type") if isinstance(part, dict) else None
             if isinstance(part_type, str) and part_type not in allowed:
                 supported = ", ".join(f"'{t}'" for t in allowed[:-1]) + f" and '{allowed[-1]}'"
