@@ -14,7 +14,7 @@ CONFIG = yaml.safe_load((ROOT / "copier.yml").read_text())
 OWNER_FILES = set(CONFIG["_skip_if_exists"])
 # Edited by both: update merges the owner's changes with the template's. No header: the owner edits them.
 SHARED_FILES = {"README.md", "pyproject.toml", ".env.example", ".gitignore", ".pre-commit-config.yaml"}
-SHARED_FILES |= {".python-version"}  # the one Python of uv, CI and the Dockerfile
+SHARED_FILES |= {".python-version", "AGENTS.md"}  # the one Python of uv, CI and the Dockerfile; notes for coding agents
 SHARED_FILES |= {"app.yaml", "databricks.yml"}  # deploy settings the owner adds to
 # Written by copier itself, with its own header.
 COPIER_FILES = {".copier-answers.yml"}
