@@ -5,19 +5,30 @@ output_text messages, so this is the second-prompt bug's own path, driven end to
 browser -> start-app -> request guard -> MLflow -> handlers -> SDK -> offline model.
 With conversation memory on (the default) the page names its conversation and sends only the
 new turn; with MEMORY_BACKEND=none it replays the whole history. Both are driven here.
+
+The offline model repeats the user's text ("You said: ..."), so a prompt is how a test makes the
+model answer with markdown, or with hostile markup. A model that fails for real comes from
+tests/flaky_model.py: the offline model behind a switch that makes its next answer a 503.
+Screenshots of a conversation at desktop and phone width go to $TEST_ARTIFACTS (default
+test-artifacts/ at the repo root).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from playwright.sync_api import Browser, Page, Request, expect, sync_playwright
-from renders import clean_env, uv, uv_binary
+from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
+from renders import ROOT, clean_env, uv, uv_binary
 from servers import free_port, wait_for_health
 
 CHROMIUM_FLAGS = [
@@ -30,8 +41,33 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
 
 pytestmark = pytest.mark.xdist_group("browser")
+
+
+@contextmanager
+def running_app(app: Path, folder: Path, **env: str) -> Iterator[str]:
+    """`start-app` in the render `app`, on the offline model unless `env` says otherwise."""
+    port = free_port()
+    # Not the render's ./conversations.db, which every app started from the render would share.
+    settings = {"LLM_PROVIDER": "offline", "MEMORY_DATABASE_URL": str(folder / f"conversations-{port}.db"), **env}
+    process = subprocess.Popen(
+        [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port), "--host", "127.0.0.1"],
+        cwd=app,
+        env=clean_env(**settings),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(url, process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 @pytest.fixture
@@ -39,35 +75,64 @@ def start_app(renders, tmp_path) -> Iterator[Callable[..., Any]]:
     """Start the defaults render with `start-app` and the offline model; each app keeps its own conversations."""
     app = renders["defaults"]
     uv("sync", "--locked", "--no-config", cwd=app)
-
-    @contextmanager
-    def started(**env: str) -> Iterator[str]:
-        port = free_port()
-        # Not the render's ./conversations.db, which every app started from the render would share.
-        database = tmp_path / f"conversations-{port}.db"
-        process = subprocess.Popen(
-            [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port), "--host", "127.0.0.1"],
-            cwd=app,
-            env=clean_env(LLM_PROVIDER="offline", MEMORY_DATABASE_URL=str(database), **env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_for_health(url, process)
-            yield url
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-
-    yield started
+    yield lambda **env: running_app(app, tmp_path, **env)
 
 
 @pytest.fixture
 def served_app(start_app) -> Iterator[str]:
     with start_app() as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def stateless_app(renders, tmp_path_factory) -> Iterator[str]:
+    """One app with memory off for the tests of how the page shows things: it keeps nothing between them."""
+    app = renders["defaults"]
+    uv("sync", "--locked", "--no-config", cwd=app)
+    with running_app(app, tmp_path_factory.mktemp("stateless"), MEMORY_BACKEND="none") as url:
+        yield url
+
+
+class FlakyModel:
+    """tests/flaky_model.py: the offline model over HTTP, whose next answers can be made to fail."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        # The app's settings for it; no retries, so one failure is one failed turn.
+        self.env = {
+            "LLM_PROVIDER": "openai",
+            "LLM_MODEL": "offline-model",
+            "OPENAI_BASE_URL": f"{url}/v1",
+            "OPENAI_API_KEY": "test-key",
+            "LLM_MAX_RETRIES": "0",
+        }
+
+    def fail_next(self) -> None:
+        httpx.post(f"{self.url}/fake/fail-next", timeout=10).raise_for_status()
+
+    def statuses(self) -> list[int]:
+        return [entry["status"] for entry in httpx.get(f"{self.url}/fake/log", timeout=10).json()]
+
+
+@pytest.fixture
+def flaky_model(start_app, renders) -> Iterator[FlakyModel]:
+    app = renders["defaults"]  # synced by start_app: the helper runs with the app's own Python
+    port = free_port()
+    process = subprocess.Popen(
+        [str(app / ".venv" / "bin" / "python"), str(ROOT / "tests" / "flaky_model.py"), "--port", str(port)],
+        cwd=app,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(url, process)
+        yield FlakyModel(url)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 @pytest.fixture
@@ -85,18 +150,29 @@ def browser_page(browser) -> Page:
     return browser.new_page()
 
 
+@pytest.fixture
+def artifacts() -> Path:
+    """Where screenshots are kept after the run: $TEST_ARTIFACTS, by default test-artifacts/ at the repo root."""
+    folder = Path(os.environ.get("TEST_ARTIFACTS") or ROOT / "test-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 class ChatPage:
     """The chat page as a user drives it, with the body of every POST /invocations it sent."""
 
     def __init__(self, page: Page, url: str) -> None:
         self.page = page
         self.sent: list[dict[str, Any]] = []
+        self.errors: list[str] = []
         page.on("request", self._record)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
         # The page asks GET /conversations on load: wait for that answer, so that it knows whether memory is on.
         with page.expect_response(lambda response: response.url.endswith("/conversations")):
             page.goto(url)
         self.replies = page.locator(".assistant")
         self.conversations = page.locator("#conversations button")
+        self.send = page.locator("#send")
 
     def _record(self, request: Request) -> None:
         if request.method == "POST" and request.url.endswith("/invocations"):
@@ -104,11 +180,22 @@ class ChatPage:
 
     def ask(self, text: str) -> None:
         self.page.fill("#prompt", text)
-        self.page.click("#send")
-        expect(self.page.locator("#send")).to_be_enabled(timeout=60_000)
+        self.send.click()
+        expect(self.send).to_be_enabled(timeout=60_000)
 
 
-def test_chat_page_holds_a_conversation_with_a_tool_turn(served_app, browser_page, tmp_path):
+def said(count: str, text: str) -> str:
+    return f"Offline model: I saw {count} turns. You said: {text}"
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    return [item["content"] for item in body["input"] if item.get("role") == "user"]
+
+
+# --- a conversation, with memory and without ---------------------------------------------------
+
+
+def test_chat_page_holds_a_conversation_with_a_tool_turn(served_app, browser_page, artifacts):
     chat = ChatPage(browser_page, served_app)
     chat.ask("Hello")
     expect(chat.replies).to_have_count(1)
@@ -116,14 +203,25 @@ def test_chat_page_holds_a_conversation_with_a_tool_turn(served_app, browser_pag
 
     chat.ask("What time is it?")
     expect(chat.replies).to_have_count(2)
-    expect(browser_page.locator(".tool").nth(0)).to_contain_text("called get_current_time({})")
-    expect(chat.replies.nth(1)).to_contain_text("The tool returned: ")
+    # The tool call is one collapsible block: its name in the line, its arguments and output inside.
+    tool = browser_page.locator("details.tool")
+    expect(tool).to_have_count(1)
+    expect(tool.locator("summary .tool-name")).to_have_text("get_current_time")
+    expect(tool.locator(".tool-status")).to_have_text("done")
+    expect(tool.locator(".tool-arguments")).to_be_hidden()
+    tool.locator("summary").click()
+    expect(tool.locator(".tool-arguments")).to_have_text("{}")
+    expect(tool.locator(".tool-output")).to_be_visible()
+    output = tool.locator(".tool-output").text_content()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", output), output
+    expect(chat.replies.nth(1)).to_contain_text(f"The tool returned: {output}.")
 
     chat.ask("Thanks")
     expect(chat.replies).to_have_count(3)
     expect(chat.replies.nth(2)).to_contain_text("I saw 3 user, 2 assistant and 1 tool turns. You said: Thanks")
     expect(browser_page.locator(".error")).to_have_count(0)
-    browser_page.screenshot(path=str(tmp_path / "chat-page.png"))
+    assert not chat.errors
+    browser_page.screenshot(path=str(artifacts / "chat-page.png"), animations="disabled")
 
 
 def test_with_memory_the_page_sends_only_the_new_turn_of_its_conversation(served_app, browser_page):
@@ -144,7 +242,7 @@ def test_with_memory_the_page_sends_only_the_new_turn_of_its_conversation(served
     expect(browser_page.locator(".error")).to_have_count(0)
 
 
-def test_a_conversation_reopened_from_the_list_shows_its_items_and_goes_on(served_app, browser, tmp_path):
+def test_a_conversation_reopened_from_the_list_shows_its_items_and_goes_on(served_app, browser, artifacts):
     chat = ChatPage(browser.new_page(), served_app)
     chat.ask("Hello")
     chat.ask("What time is it?")
@@ -163,14 +261,17 @@ def test_a_conversation_reopened_from_the_list_shows_its_items_and_goes_on(serve
     expect(reopened.conversations).to_have_text(["Another topic", "Hello"])
     reopened.conversations.nth(1).click()
     turns = reopened.page.locator(".turn")
-    expect(turns).to_have_count(6)
+    expect(turns).to_have_count(5)
     expect(turns.nth(0)).to_have_text("Hello")
     expect(turns.nth(0)).to_have_class("turn user")
     expect(turns.nth(1)).to_contain_text("You said: Hello")
+    expect(turns.nth(1)).to_have_class("turn assistant")
     expect(turns.nth(2)).to_have_text("What time is it?")
-    expect(turns.nth(3)).to_have_text("called get_current_time({})")
-    expect(turns.nth(4)).to_contain_text("tool returned ")
-    expect(turns.nth(5)).to_contain_text("The tool returned: ")
+    expect(turns.nth(3)).to_have_class("turn tool")
+    expect(turns.nth(3).locator(".tool-name")).to_have_text("get_current_time")
+    expect(turns.nth(3).locator(".tool-arguments")).to_have_text("{}")
+    expect(turns.nth(3).locator(".tool-output")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\dT"))
+    expect(turns.nth(4)).to_contain_text("The tool returned: ")
     expect(reopened.conversations.nth(1)).to_have_attribute("aria-current", "true")
 
     reopened.ask("Thanks")
@@ -180,18 +281,372 @@ def test_a_conversation_reopened_from_the_list_shows_its_items_and_goes_on(serve
     ]
     expect(reopened.conversations).to_have_text(["Hello", "Another topic"])  # the one just continued comes first
     expect(reopened.page.locator(".error")).to_have_count(0)
-    reopened.page.screenshot(path=str(tmp_path / "reopened-conversation.png"))
+    reopened.page.screenshot(path=str(artifacts / "reopened-conversation.png"), animations="disabled")
 
 
-def test_without_memory_the_page_replays_the_whole_history(start_app, browser_page):
+def test_without_memory_the_page_replays_the_whole_history_and_starts_new_chats(start_app, browser_page):
     with start_app(MEMORY_BACKEND="none") as url:
         chat = ChatPage(browser_page, url)
         expect(browser_page.locator("#sidebar")).to_be_hidden()
-        chat.ask("Hello")
+        chat.ask("What time is it?")
         chat.ask("Thanks")
-        expect(chat.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: Thanks")
+        expect(chat.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 1 tool turns. You said: Thanks")
+
+        # New chat is there with memory off too, and forgets the history.
+        browser_page.click("#new-chat")
+        expect(browser_page.locator(".turn")).to_have_count(0)
+        chat.ask("Hello again")
+        expect(chat.replies.nth(0)).to_contain_text(said("1 user, 0 assistant and 0 tool", "Hello again"))
         expect(browser_page.locator(".error")).to_have_count(0)
 
     assert all("context" not in body for body in chat.sent)
-    assert [item.get("role") for item in chat.sent[1]["input"]] == ["user", "assistant", "user"]
-    assert chat.sent[1]["input"][0] == {"role": "user", "content": "Hello"}
+    replayed = chat.sent[1]["input"]
+    assert [item.get("role") or item["type"] for item in replayed] == [
+        "user",
+        "function_call",
+        "function_call_output",
+        "assistant",
+        "user",
+    ]
+    assert replayed[0] == {"role": "user", "content": "What time is it?"}
+    # Assistant turns go back as id-less output_text messages, the shape hosted chat UIs send.
+    assistant = replayed[3]
+    assert set(assistant) == {"type", "role", "content"}
+    assert assistant["content"][0]["text"].startswith("The tool returned: ")
+    assert assistant["content"] == [{"type": "output_text", "text": assistant["content"][0]["text"]}]
+    assert chat.sent[2]["input"] == [{"role": "user", "content": "Hello again"}]
+
+
+# --- how the page shows a reply -----------------------------------------------------------------
+
+MARKDOWN = "\n".join(
+    [
+        "Some **bold**, *italic*, `inline code` and a [link](https://example.com/docs).",
+        "A second line of the same paragraph.",
+        "",
+        "## A heading",
+        "",
+        "- apples",
+        "- pears",
+        "  - nested",
+        "",
+        "1. first",
+        "2. second",
+        "",
+        "```python",
+        "print('<b>not bold</b>')",
+        "```",
+        "See https://example.org/page. And [a script link](javascript:alert(1)).",
+    ]
+)
+
+
+def test_replies_are_rendered_markdown(stateless_app, browser_page):
+    chat = ChatPage(browser_page, stateless_app)
+    chat.ask(MARKDOWN)
+    reply = chat.replies.last.locator(".content")
+    paragraph = reply.locator("p").first
+    expect(paragraph).to_contain_text(said("1 user, 0 assistant and 0 tool", "Some bold, italic, inline code"))
+    expect(paragraph.locator("strong")).to_have_text("bold")
+    expect(paragraph.locator("em")).to_have_text("italic")
+    expect(paragraph.locator("code")).to_have_text("inline code")
+    expect(paragraph.locator("br")).to_have_count(1)  # the line break is kept
+    link = paragraph.get_by_role("link", name="link")
+    expect(link).to_have_attribute("href", "https://example.com/docs")
+    expect(link).to_have_attribute("target", "_blank")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    expect(reply.locator("h2")).to_have_text("A heading")
+    expect(reply.locator(":scope > ul > li")).to_have_count(2)
+    expect(reply.locator("ul ul > li")).to_have_text(["nested"])
+    expect(reply.locator("ol > li")).to_have_text(["first", "second"])
+    expect(reply.locator(".code .code-bar")).to_contain_text("python")
+    expect(reply.locator("pre code")).to_have_text("print('<b>not bold</b>')")
+    expect(reply.locator("b")).to_have_count(0)
+    # A bare URL becomes a link without the full stop after it; a javascript: link stays text.
+    expect(reply.locator("a")).to_have_count(2)
+    expect(reply.get_by_role("link", name="https://example.org/page")).to_have_attribute(
+        "href", "https://example.org/page"
+    )
+    expect(reply.get_by_text("a script link")).to_be_visible()
+    expect(reply.locator("a[href^='javascript']")).to_have_count(0)
+
+    # What is replayed is the model's own text, not the rendering.
+    chat.ask("Thanks")
+    expect(chat.replies.nth(1)).to_contain_text(said("2 user, 1 assistant and 0 tool", "Thanks"))
+    replayed = chat.sent[1]["input"][1]["content"][0]["text"]
+    assert replayed == said("1 user, 0 assistant and 0 tool", MARKDOWN)
+    assert not chat.errors
+
+
+HOSTILE = "\n".join(
+    [
+        'Look: <img src="/hostile-image" onerror="window.hostile = \'img\'">',
+        "<script>window.hostile = 'script'</script>",
+        '**<svg onload="window.hostile = \'svg\'"></svg>** and <iframe srcdoc="<script>parent.hostile = 1</script>">',
+        "[click me](javascript:window.hostile='link') <a href=\"javascript:window.hostile='a'\">or me</a>",
+        "```html",
+        '<img src="/hostile-image" onerror="window.hostile = \'code\'">',
+        "```",
+    ]
+)
+
+
+def test_markup_in_a_reply_is_shown_as_text_and_never_runs(stateless_app, browser_page):
+    fetched: list[str] = []
+    browser_page.on("request", lambda request: fetched.append(request.url))
+    chat = ChatPage(browser_page, stateless_app)
+    chat.ask(HOSTILE)
+    reply = chat.replies.last
+    expect(reply).to_contain_text('Look: <img src="/hostile-image" onerror="window.hostile = \'img\'">')
+    expect(reply).to_contain_text("<script>window.hostile = 'script'</script>")
+    expect(reply.locator("strong")).to_have_text("<svg onload=\"window.hostile = 'svg'\"></svg>")
+    expect(reply.locator("pre code")).to_have_text('<img src="/hostile-image" onerror="window.hostile = \'code\'">')
+    # No element was made of the markup, in the reply or in the user's own bubble.
+    expect(browser_page.locator("#log img, #log script, #log svg, #log iframe, #log a")).to_have_count(0)
+    assert browser_page.evaluate("document.scripts.length") == 1  # the page's own
+    reply.get_by_text("click me").click()
+    reply.get_by_text("or me").click()
+    assert browser_page.evaluate("window.hostile") is None
+    assert not [url for url in fetched if "hostile" in url]
+    assert not chat.errors
+
+
+def test_the_reply_shows_it_is_thinking_until_the_first_token(stateless_app, browser_page):
+    chat = ChatPage(browser_page, stateless_app)
+    held: list[Route] = []
+    # The request waits here until the test lets it go.
+    browser_page.route("**/invocations", lambda route: held.append(route))
+    browser_page.fill("#prompt", "Hello")
+    chat.send.click()
+    thinking = browser_page.locator(".thinking")
+    expect(thinking).to_be_visible()
+    expect(thinking).to_have_attribute("aria-label", "Thinking")
+    expect(chat.send).to_be_disabled()
+    expect(chat.replies).to_have_count(0)
+    assert len(held) == 1
+    held[0].continue_()
+    expect(chat.replies.nth(0)).to_contain_text(said("1 user, 0 assistant and 0 tool", "Hello"))
+    expect(thinking).to_have_count(0)
+    expect(chat.send).to_be_enabled()
+
+
+def test_the_input_takes_several_lines_and_grows_up_to_a_limit(stateless_app, browser_page):
+    chat = ChatPage(browser_page, stateless_app)
+    prompt = browser_page.locator("#prompt")
+    expect(prompt).to_have_js_property("tagName", "TEXTAREA")
+    one_line = prompt.bounding_box()["height"]
+    prompt.click()
+    browser_page.keyboard.type("first line")
+    browser_page.keyboard.press("Shift+Enter")
+    browser_page.keyboard.type("second line")
+    expect(prompt).to_have_value("first line\nsecond line")
+    assert chat.sent == [], "Shift+Enter is a new line, not a send"
+    two_lines = prompt.bounding_box()["height"]
+    assert two_lines > one_line + 10
+
+    for n in range(20):
+        browser_page.keyboard.press("Shift+Enter")
+        browser_page.keyboard.type(f"line {n}")
+    tall = prompt.bounding_box()["height"]
+    assert two_lines < tall <= 201, "it grows to a limit, then scrolls"
+    assert prompt.evaluate("area => area.scrollHeight > area.clientHeight")
+    assert browser_page.locator("#ask").bounding_box()["y"] + tall < browser_page.viewport_size["height"]
+
+    browser_page.keyboard.press("Enter")
+    expect(chat.replies).to_have_count(1)
+    expect(chat.send).to_be_enabled()
+    text = "\n".join(["first line", "second line", *(f"line {n}" for n in range(20))])
+    assert chat.sent[0]["input"] == [{"role": "user", "content": text}]
+    assert browser_page.locator(".turn.user").inner_text() == text
+    expect(prompt).to_have_value("")
+    assert abs(prompt.bounding_box()["height"] - one_line) < 1
+
+
+def test_copy_buttons_copy_the_text_with_or_without_the_clipboard_api(stateless_app, browser):
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    chat = ChatPage(context.new_page(), stateless_app)
+    chat.ask("Copy **this**\n```\ncode line\n```")
+    copy = chat.replies.last.locator(".actions .copy")
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    clipboard = "navigator.clipboard.readText()"
+    assert chat.page.evaluate(clipboard) == said("1 user, 0 assistant and 0 tool", "Copy **this**\n```\ncode line\n```")
+    chat.replies.last.locator(".code .copy").click()
+    expect(chat.replies.last.locator(".code .copy")).to_have_text("Copied")
+    assert chat.page.evaluate(clipboard) == "code line"
+
+    # A page served over plain HTTP from another host has no navigator.clipboard: the older copy command serves.
+    without = context.new_page()
+    without.add_init_script("Object.defineProperty(Navigator.prototype, 'clipboard', { get: () => undefined })")
+    bare = ChatPage(without, stateless_app)
+    assert bare.page.evaluate("navigator.clipboard") is None
+    bare.ask("Hello")
+    bare_copy = bare.replies.last.locator(".actions .copy")
+    bare_copy.click()
+    expect(bare_copy).to_have_text("Copied")
+    chat.page.bring_to_front()
+    assert chat.page.evaluate(clipboard) == said("1 user, 0 assistant and 0 tool", "Hello")
+    context.close()
+
+
+# --- failed turns: shown, never replayed, retried ---------------------------------------------
+
+
+def test_without_memory_a_failed_turn_is_never_replayed_and_retry_sends_it_again(start_app, flaky_model, browser_page):
+    with start_app(MEMORY_BACKEND="none", **flaky_model.env) as url:
+        chat = ChatPage(browser_page, url)
+        chat.ask("Hello")
+        flaky_model.fail_next()
+        chat.ask("What is 2 + 2?")
+        error = browser_page.locator(".error")
+        expect(error).to_contain_text("503")
+        expect(error).to_contain_text("The model is overloaded")
+        expect(browser_page.locator(".thinking")).to_have_count(0)
+        expect(chat.replies).to_have_count(1)
+
+        # The next turn goes on without the failed one.
+        chat.ask("Thanks")
+        expect(chat.replies.nth(1)).to_contain_text(said("2 user, 1 assistant and 0 tool", "Thanks"))
+        assert user_texts(chat.sent[2]) == ["Hello", "Thanks"]
+        assert [item.get("role") for item in chat.sent[2]["input"]] == ["user", "assistant", "user"]
+
+        # Retry takes the failed attempt away and sends its prompt as the newest turn.
+        error.get_by_role("button", name="Retry").click()
+        expect(chat.replies).to_have_count(3)
+        expect(chat.send).to_be_enabled()
+        expect(chat.replies.nth(2)).to_contain_text(said("3 user, 2 assistant and 0 tool", "What is 2 + 2?"))
+        expect(error).to_have_count(0)
+        expect(browser_page.locator(".turn.user")).to_have_text(["Hello", "Thanks", "What is 2 + 2?"])
+        assert user_texts(chat.sent[3]) == ["Hello", "Thanks", "What is 2 + 2?"]
+        assert [item.get("role") for item in chat.sent[3]["input"]] == ["user", "assistant"] * 2 + ["user"]
+        assert flaky_model.statuses() == [200, 503, 200, 200]
+        assert not chat.errors
+
+
+def test_with_memory_a_failed_turn_is_not_kept_and_retry_goes_on(start_app, flaky_model, browser):
+    with start_app(**flaky_model.env) as url:
+        chat = ChatPage(browser.new_page(), url)
+        # The first turn of a new chat fails: its retry is a new chat still.
+        flaky_model.fail_next()
+        chat.ask("Hello")
+        expect(chat.page.locator(".error")).to_contain_text("503")
+        chat.page.get_by_role("button", name="Retry").click()
+        expect(chat.replies.nth(0)).to_contain_text(said("1 user, 0 assistant and 0 tool", "Hello"))
+        expect(chat.send).to_be_enabled()
+        assert chat.sent == [{"input": [{"role": "user", "content": "Hello"}], "stream": True}] * 2
+
+        flaky_model.fail_next()
+        chat.ask("Tell me more")
+        expect(chat.page.locator(".error")).to_contain_text("503")
+        chat.page.get_by_role("button", name="Retry").click()
+        expect(chat.replies).to_have_count(2)
+        expect(chat.send).to_be_enabled()
+        # The app did not keep the failed turn: the model saw one "Tell me more", not two.
+        expect(chat.replies.nth(1)).to_contain_text(said("2 user, 1 assistant and 0 tool", "Tell me more"))
+        conversation = {"conversation_id": chat.sent[2]["context"]["conversation_id"]}
+        assert (
+            chat.sent[2:]
+            == [{"input": [{"role": "user", "content": "Tell me more"}], "stream": True, "context": conversation}] * 2
+        )
+        expect(chat.page.locator(".error")).to_have_count(0)
+        expect(chat.conversations).to_have_text(["Hello"])
+
+        reopened = ChatPage(browser.new_page(), url)
+        reopened.conversations.nth(0).click()
+        expect(reopened.page.locator(".turn.user")).to_have_text(["Hello", "Tell me more"])
+        expect(reopened.replies).to_have_count(2)
+        assert flaky_model.statuses() == [503, 200, 503, 200]
+
+
+def test_an_error_status_or_a_lost_connection_can_be_retried(stateless_app, browser_page):
+    chat = ChatPage(browser_page, stateless_app)
+    chat.ask("Hello")
+    message = "The app is restarting."
+    unavailable = {"error": {"message": message, "type": "service_unavailable", "param": None}, "detail": message}
+    browser_page.route("**/invocations", lambda route: route.fulfill(status=503, json=unavailable), times=1)
+    chat.ask("Tell me more")
+    error = browser_page.locator(".error")
+    expect(error).to_contain_text(message)
+    expect(browser_page.locator(".turn.user.failed")).to_have_text("Tell me more")
+    error.get_by_role("button", name="Retry").click()
+    expect(chat.replies.nth(1)).to_contain_text(said("2 user, 1 assistant and 0 tool", "Tell me more"))
+    expect(chat.send).to_be_enabled()
+    expect(error).to_have_count(0)
+    assert chat.sent[2]["input"][:2] == chat.sent[1]["input"][:2]
+    assert user_texts(chat.sent[2]) == ["Hello", "Tell me more"]
+
+    browser_page.route("**/invocations", lambda route: route.abort("connectionreset"), times=1)
+    chat.ask("And then?")
+    expect(error).to_contain_text("Could not reach the app")
+    chat.ask("Thanks")
+    expect(chat.replies.nth(2)).to_contain_text(said("3 user, 2 assistant and 0 tool", "Thanks"))
+    assert user_texts(chat.sent[4]) == ["Hello", "Tell me more", "Thanks"]
+    assert "And then?" not in json.dumps(chat.sent[4])
+    assert not chat.errors
+
+
+# --- the look, at desktop and phone width --------------------------------------------------------
+
+SHOWCASE = "\n".join(
+    [
+        "Show me some markdown:",
+        "",
+        "### Steps",
+        "1. Install with `uv sync`",
+        "2. Run **start-app** and open the page",
+        "",
+        "```bash",
+        "uv run start-app --port 8000 --host 127.0.0.1  # long enough to scroll inside its block at any width: .......",
+        "```",
+    ]
+)
+
+
+@pytest.mark.parametrize(("width", "viewport"), [("desktop", DESKTOP), ("phone", PHONE)])
+def test_a_conversation_reads_well_at_desktop_and_phone_width(served_app, browser, artifacts, width, viewport):
+    page = browser.new_page(viewport=viewport)
+    chat = ChatPage(page, served_app)
+    chat.ask("Hello")
+    chat.ask(SHOWCASE)
+    chat.ask("What time is it?")
+    tool = page.locator("details.tool")
+    tool.locator("summary").click()
+    expect(tool.locator(".tool-output")).to_be_visible()
+    page.locator("#log").evaluate("log => { log.scrollTop = log.scrollHeight; }")
+    page.screenshot(path=str(artifacts / f"chat-{width}.png"), animations="disabled")
+
+    # No sideways scrolling: everything fits the width, and a long code line scrolls inside its block.
+    page_width = viewport["width"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= page_width
+    assert page.locator("#log").evaluate("log => log.scrollWidth <= log.clientWidth")
+    code = chat.replies.nth(1).locator(".code pre")
+    assert code.evaluate("pre => pre.scrollWidth > pre.clientWidth")
+    for box in (locator.bounding_box() for locator in page.locator(".turn").all()):
+        assert box["x"] >= 0 and box["x"] + box["width"] <= page_width, box
+    # The user's bubbles on the right, the assistant's on the left, the input at the bottom.
+    log = page.locator("#log").bounding_box()
+    user, reply = page.locator(".turn.user").first.bounding_box(), chat.replies.first.bounding_box()
+    assert user["x"] + user["width"] > log["x"] + log["width"] * 0.8
+    assert reply["x"] < log["x"] + log["width"] * 0.2
+    ask = page.locator("#ask").bounding_box()
+    assert ask["y"] + ask["height"] == pytest.approx(viewport["height"], abs=1)
+    assert page.locator("meta[name=viewport]").get_attribute("content").startswith("width=device-width")
+
+    sidebar, toggle = page.locator("#sidebar"), page.locator("#toggle-sidebar")
+    if width == "desktop":
+        expect(sidebar).to_be_visible()
+        expect(toggle).to_be_hidden()
+    else:
+        # The conversations are a drawer on a phone.
+        expect(sidebar).to_be_hidden()
+        toggle.click()
+        expect(sidebar).to_be_visible()
+        expect(chat.conversations.first).to_be_visible()
+        page.screenshot(path=str(artifacts / "chat-phone-conversations.png"), animations="disabled")
+        page.keyboard.press("Escape")
+        expect(sidebar).to_be_hidden()
+        toggle.click()
+        expect(sidebar).to_be_visible()
+        page.mouse.click(page_width - 20, viewport["height"] / 2)  # beside the drawer
+        expect(sidebar).to_be_hidden()
+    assert not chat.errors
