@@ -11,7 +11,8 @@ Each request is one trace: MLflow's agent server opens the root span and `mlflow
 adds the agent run, model calls and tool calls under it. Export is asynchronous and bounded: a
 finished trace is queued (MLflow drops it when the queue is full) and sent by background threads
 with few retries and a short timeout, so a tracing back end that is down or slow never fails or
-slows a request, nor holds up shutdown for minutes. Set MLFLOW_TRACE_SAMPLING_RATIO=0 to stop tracing.
+slows a request, nor holds up shutdown for minutes. Set MLFLOW_TRACE_SAMPLING_RATIO=0 to stop tracing: the
+SDK's own tracing is then off too, so no request builds spans that nothing keeps.
 
 No request can grow the disk without limit. Each trace records a request's whole conversation,
 several times over (the request, the agent run, each model call), so traces are capped three ways:
@@ -85,12 +86,24 @@ def configure(env: MutableMapping[str, str] | None = None) -> None:
         FileStore(str(store))  # creates a new store now, with MLflow's default experiment, so it can be made private
         make_private(store)
         keep_pruned(store, limits)
-    # Replaces the SDK's own trace exporter (which sends to OpenAI's servers) with MLflow's.
-    mlflow.openai.autolog(silent=True)
-    set_tracing_disabled(False)
+    if records_nothing(env):
+        # MLflow would keep no trace: the SDK's own tracing would still build every span of every run.
+        set_tracing_disabled(True)
+    else:
+        # Replaces the SDK's own trace exporter (which sends to OpenAI's servers) with MLflow's.
+        mlflow.openai.autolog(silent=True)
+        set_tracing_disabled(False)
     # Sets up MLflow's tracer now (about a second of imports), not inside the first request, where it
     # would hold up every other request on the event loop.
     mlflow.tracing.enable()
+
+
+def records_nothing(env: Mapping[str, str]) -> bool:
+    """MLFLOW_TRACE_SAMPLING_RATIO=0: MLflow samples no request. A value MLflow cannot read is left to MLflow."""
+    try:
+        return float(env.get("MLFLOW_TRACE_SAMPLING_RATIO") or 1) <= 0
+    except ValueError:
+        return False
 
 
 def name_conversation(turn: Any) -> None:

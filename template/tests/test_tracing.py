@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 
 import httpx
 import mlflow
@@ -57,3 +59,23 @@ def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
                 assert "get_current_time" in json.dumps(chat.send("What time is it?"))
             assert "I saw 4 user, 3 assistant and 3 tool turns" in reply_text(chat.send("Thanks"))
     assert dead in started.output, started.output  # export was tried (and failed) while the requests went through
+
+
+SDK_TRACING_STATE = """
+from agents.tracing import get_trace_provider
+from agents.tracing.traces import NoOpTrace
+from agent_server import tracing
+tracing.configure()
+print("off" if isinstance(get_trace_provider().create_trace("probe"), NoOpTrace) else "on")
+"""
+
+
+@pytest.mark.parametrize(("ratio", "sdk_tracing"), [("0", "off"), ("0.0", "off"), ("0.5", "on"), (None, "on")])
+def test_the_sdks_own_tracing_is_off_when_mlflow_samples_nothing(tmp_path, ratio, sdk_tracing):
+    """With nothing sampled, the SDK building each run's spans would be work for nothing (about 7% of a request)."""
+    env = app_env(MLFLOW_TRACKING_URI=f"file:{tmp_path / 'mlruns'}")
+    if ratio is not None:
+        env["MLFLOW_TRACE_SAMPLING_RATIO"] = ratio
+    result = subprocess.run([sys.executable, "-c", SDK_TRACING_STATE], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == sdk_tracing
