@@ -1,0 +1,129 @@
+"""The serving benchmark's own parts, cheaply (the benchmark itself is `scripts/benchmark serve`, never a test):
+the stub model answers chat completions and Responses, streaming and not, with bodies the `openai`
+package's own types accept, and the /proc readers read a real process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from renders import ROOT, clean_env, load_module, run, uv
+from servers import free_port, wait_for_health
+
+STUB = ROOT / "benchmarks" / "stub_model.py"
+serve = load_module("benchmark_serve", ROOT / "benchmarks" / "serve.py")
+
+# Run with the app's Python, which has the openai package the app talks to the model with.
+VALIDATE = """
+import json, sys
+import httpx
+from openai import OpenAI
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
+
+base = sys.argv[1]
+history = [
+    {"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": "Hello"},
+    {"role": "user", "content": "?"},
+]
+
+def events(text):
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ") and line != "data: [DONE]"]
+
+with httpx.Client(base_url=base, trust_env=False) as client:
+    chat = {"model": "stub", "messages": history}
+    completion = ChatCompletion.model_validate(client.post("/chat/completions", json=chat).json())
+    assert completion.choices[0].message.content == sys.argv[2], completion
+    usage = {"stream_options": {"include_usage": True}}
+    streamed = client.post("/chat/completions", json={**chat, "stream": True, **usage})
+    assert streamed.headers["content-type"] == "text/event-stream" and streamed.text.endswith("data: [DONE]\\n\\n")
+    chunks = [ChatCompletionChunk.model_validate(event) for event in events(streamed.text)]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == sys.argv[2]
+    assert chunks[-1].usage is not None and not chunks[-1].choices
+
+    responses = {"model": "stub", "input": history}
+    response = Response.model_validate(client.post("/responses", json=responses).json())
+    assert response.output_text == sys.argv[2], response
+    streamed = client.post("/responses", json={**responses, "stream": True})
+    parsed = [TypeAdapter(ResponseStreamEvent).validate_python(event) for event in events(streamed.text)]
+    assert parsed[-1].type == "response.completed" and parsed[-1].response.output_text == sys.argv[2]
+
+    stats = client.get(base.removesuffix("/v1") + "/stats").json()
+    assert stats == {"calls": {"chat json": 1, "chat stream": 1, "responses json": 1, "responses stream": 1},
+                     "input_sizes": {"3": 4}}, stats
+
+# And the real client reads them too.
+model = OpenAI(base_url=base, api_key="stub", http_client=httpx.Client(trust_env=False))
+assert model.chat.completions.create(model="stub", messages=history).choices[0].message.content == sys.argv[2]
+with model.responses.stream(model="stub", input=history) as stream:
+    assert stream.get_final_response().output_text == sys.argv[2]
+print("ok")
+"""
+
+
+@pytest.fixture(scope="module")
+def stub_url() -> Iterator[str]:
+    port = free_port()
+    stub = subprocess.Popen([sys.executable, str(STUB), "--port", str(port), "--max-seconds", "300"])
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}", stub, timeout=30)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        stub.terminate()
+        stub.wait(timeout=10)
+
+
+def test_stub_model_answers_as_the_openai_types_say(renders, stub_url: str) -> None:
+    app = renders["defaults"]
+    uv("sync", "--locked", "--no-config", cwd=app)
+    result = run([str(app / ".venv" / "bin" / "python"), "-c", VALIDATE, stub_url, serve.stub_model.REPLY], cwd=app)
+    assert result.stdout.strip() == "ok"
+
+
+def test_cpu_and_memory_readers_read_a_real_process() -> None:
+    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\ntime.sleep(30)"
+    process = subprocess.Popen([sys.executable, "-c", burn], env=clean_env())
+    try:
+        started = time.monotonic()
+        while serve.cpu_seconds(process.pid) < 0.3 and time.monotonic() - started < 20:
+            time.sleep(0.05)
+        used = serve.cpu_seconds(process.pid)
+        assert 0.28 <= used <= time.monotonic() - started + 0.1, used
+        assert serve.peak_rss_kib(process.pid) > 1000  # a Python process holds a few MiB at least
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_its_section_of_results_is_replaced_and_the_others_kept(tmp_path: Path) -> None:
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## History render\n\nold render\n")
+    serve.replace_section(results, f"{serve.HEADING}\n\nfirst\n")
+    serve.replace_section(results, f"{serve.HEADING}\n\nsecond\n")
+    assert (
+        results.read_text() == f"# Benchmark results\n\n## History render\n\nold render\n\n{serve.HEADING}\n\nsecond\n"
+    )
+    results.write_text(f"# Benchmark results\n\n{serve.HEADING}\n\nold\n\n## Later\n\nkept\n")
+    serve.replace_section(results, f"{serve.HEADING}\n\nnew\n")
+    assert results.read_text() == f"# Benchmark results\n\n{serve.HEADING}\n\nnew\n\n## Later\n\nkept\n"
+
+
+def test_profile_summary_groups_frames_by_package() -> None:
+    site = "/app/.venv/lib/python3.11/site-packages"
+    raw = (
+        f"run (/usr/lib/python3.11/asyncio/runners.py:1);call ({site}/starlette/routing.py:2);"
+        f"run ({site}/agents/run.py:3);_transform ({site}/openai/_utils/_transform.py:4) 3\n"
+        f"run (/usr/lib/python3.11/asyncio/runners.py:1);handle (/app/agent_server/handlers.py:5) 1\n"
+    )
+    total, packages, functions = serve.summarise_profile(raw)
+    shares = {name: (own, inclusive) for name, own, inclusive in packages}
+    assert total == 4
+    assert shares["openai"] == (75.0, 75.0) and shares["agent_server"] == (25.0, 25.0)
+    assert shares["uvicorn/starlette/fastapi"] == (0.0, 75.0) and shares["asyncio"] == (0.0, 100.0)
+    assert functions[0] == ("openai", "_transform (openai/_utils/_transform.py)", 75.0)
