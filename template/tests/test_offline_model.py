@@ -644,3 +644,36 @@ def test_twice_calls_the_tool_twice_with_ids_in_the_style_asked_for(style, call_
 def test_an_unknown_call_id_style_is_refused() -> None:
     with pytest.raises(ValueError, match="OFFLINE_MODEL_CALL_IDS='sometimes'"):
         create_offline_app(call_ids="sometimes")
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (CHAT, {"model": "offline", "messages": [{"role": "user", "content": "hello"}]}),
+        (CHAT, {"model": "offline", "messages": [{"role": "user", "content": "hello"}], "stream": True}),
+        (RESPONSES, {"model": "offline", "input": "What time is it?", "tools": [TIME_TOOL_RESPONSES]}),
+        (RESPONSES, {"model": "offline", "input": "hello", "stream": True}),
+        (CHAT, {"model": "offline", "messages": [{"role": "user", "content": None}]}),
+        (RESPONSES, b"{not json"),
+    ],
+    ids=["chat", "chat-stream", "responses-tool", "responses-stream", "chat-400", "not-json"],
+)
+def test_in_process_and_asgi_answer_byte_for_byte_alike(path, body):
+    """offline_client skips the ASGI app (InProcess): what it gets must be exactly what a server would send."""
+    from agent_server.offline.server import InProcess
+
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    over_asgi = post(path, content)
+
+    async def in_process() -> httpx.Response:
+        async with httpx.AsyncClient(
+            transport=InProcess(create_offline_app()), base_url="http://offline-model"
+        ) as http:
+            return await http.post(path, content=content, headers={"content-type": "application/json"})
+
+    def timeless(answer: httpx.Response) -> tuple[int, bytes]:  # the two may straddle a second
+        return answer.status_code, re.sub(rb'"(created|created_at)":\d+', rb'"\1":0', answer.content)
+
+    direct = asyncio.run(in_process())
+    assert timeless(direct) == timeless(over_asgi)
+    assert direct.headers["content-type"].split(";")[0] == over_asgi.headers["content-type"].split(";")[0]

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import openai
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response
 
 from agent_server.offline.chat_format import chat_chunks, chat_completion
 from agent_server.offline.replies import CALL_ID_STYLES, Answer, chat_answer, responses_answer, with_call_ids
@@ -66,6 +66,14 @@ def sse(events: Iterable[dict[str, Any]], named: bool) -> Iterator[str]:
         yield "data: [DONE]\n\n"
 
 
+# What one request gets back: the status, the media type and the whole body. Streams are built in full
+# before the 200 goes out, so a failure can never hide mid-stream.
+Answered = tuple[int, str, bytes]
+JSON = "application/json"
+EVENT_STREAM = "text/event-stream"
+APIS = {CHAT_PATH: "chat", RESPONSES_PATH: "responses"}
+
+
 def create_offline_app(call_ids: str | None = None) -> FastAPI:
     """The offline model as an ASGI app; `app.state.request_log` records the newest REQUEST_LOG_SIZE requests.
 
@@ -80,10 +88,14 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
     app.state.call_ids = style
 
     async def handle(request: Request, api: str) -> Response:
-        # Validating a long history is CPU work: in a worker thread, so the app it serves stays responsive.
-        return await asyncio.to_thread(answer_request, request.url.path, await request.body(), api)
+        status, media_type, content = await answer(request.url.path, await request.body())
+        return Response(content, status_code=status, media_type=media_type)
 
-    def answer_request(path: str, raw: bytes, api: str) -> Response:
+    async def answer(path: str, raw: bytes) -> Answered:
+        # Validating a long history is CPU work: in a worker thread, so the app it serves stays responsive.
+        return await asyncio.to_thread(answer_request, path, raw, APIS[path])
+
+    def answer_request(path: str, raw: bytes, api: str) -> Answered:
         body: dict[str, Any] = {}
         try:
             body = parse_body(raw)
@@ -99,9 +111,11 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
         except ApiError as exc:
             logger.warning("offline model: %d for %s: %s", exc.status, path, exc.body["message"])
             app.state.request_log.append({"path": path, "status": exc.status, "error": exc.body, "body": body})
-            return JSONResponse({"error": exc.body}, status_code=exc.status)
+            return exc.status, JSON, _json_bytes({"error": exc.body})
         app.state.request_log.append({"path": path, "status": 200, "error": None, "body": body})
         return response
+
+    app.state.answer = answer  # what offline_client calls, with no ASGI or routing in between
 
     @app.post(CHAT_PATH)
     async def chat_completions(request: Request) -> Response:
@@ -114,22 +128,39 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
     return app
 
 
-# Streams are built in full before the 200 goes out, so a failure can never hide mid-stream.
-def _chat_response(body: dict[str, Any], said: Answer) -> Response:
+def _chat_response(body: dict[str, Any], said: Answer) -> Answered:
     if body.get("stream"):
-        return StreamingResponse(sse(list(chat_chunks(body, said)), named=False), media_type="text/event-stream")
-    return JSONResponse(chat_completion(body, said))
+        return 200, EVENT_STREAM, "".join(sse(chat_chunks(body, said), named=False)).encode()
+    return 200, JSON, _json_bytes(chat_completion(body, said))
 
 
-def _responses_response(body: dict[str, Any], said: Answer) -> Response:
+def _responses_response(body: dict[str, Any], said: Answer) -> Answered:
     if body.get("stream"):
-        return StreamingResponse(sse(list(response_events(body, said)), named=True), media_type="text/event-stream")
-    return JSONResponse(response_completed(body, said))
+        return 200, EVENT_STREAM, "".join(sse(response_events(body, said), named=True)).encode()
+    return 200, JSON, _json_bytes(response_completed(body, said))
+
+
+def _json_bytes(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()  # as JSONResponse
+
+
+class InProcess(httpx.AsyncBaseTransport):
+    """Requests go straight to the offline app's own handler: the same answers as over ASGI or HTTP, without
+    the routing, ASGI and streaming machinery of a server in between, which cost as much as the app itself."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.answer = app.state.answer
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "POST" or request.url.path not in APIS:
+            return httpx.Response(404, json={"detail": "Not Found"})
+        status, media_type, content = await self.answer(request.url.path, await request.aread())
+        return httpx.Response(status, headers={"content-type": media_type}, content=content)
 
 
 def offline_client(app: FastAPI | None = None) -> openai.AsyncOpenAI:
     """An AsyncOpenAI that talks to the offline model in process (a new app unless one is given)."""
-    transport = httpx.ASGITransport(app=app if app is not None else create_offline_app())
+    transport = InProcess(app if app is not None else create_offline_app())
     return openai.AsyncOpenAI(
         base_url=BASE_URL,
         api_key=API_KEY,
