@@ -56,7 +56,7 @@ def runtime(renders, tmp_path_factory, uv_of_the_runtime):
     """A clean copy of the default render, installed as the runtime does, and a fake workspace for it."""
     base = tmp_path_factory.mktemp("runtime")
     app = clean_copy(renders["defaults"], base / "app")
-    sync = run([str(uv_of_the_runtime), "sync", "--locked"], cwd=app, env=sync_env())
+    sync = run([str(uv_of_the_runtime), "sync", "--locked"], cwd=app, env=sync_env(base))
     assert (app / ".venv" / "bin" / "start-app").exists(), sync.stderr
     with fake_workspace(app, free_port(), base / "workspace.log") as workspace:
         yield {
@@ -109,6 +109,15 @@ def test_rehearsal_the_runtime_installs_exactly_the_lock_with_its_own_uv(runtime
     installed = installed_packages(app)
     for name in ("openai-agents", "mlflow-skinny", "databricks-sdk", "openai", "fastapi"):
         assert installed[name] == locked[name], name
+
+
+@pytest.mark.xdist_group("deploy")
+def test_rehearsal_the_runtimes_install_compiles_bytecode(runtime):
+    """pyproject.toml's compile-bytecode: the runtime's plain `uv sync --locked` compiles at install, so the first
+    start does not compile the SDK and MLflow as it imports them (benchmarks/RESULTS.md has the start-up times)."""
+    [site] = (runtime["app"] / ".venv" / "lib").glob("python3.*/site-packages")
+    for package in ("agents", "mlflow", "openai", "fastapi"):
+        assert list((site / package / "__pycache__").glob("__init__.*.pyc")), f"{package} was installed uncompiled"
 
 
 @pytest.mark.xdist_group("deploy")
