@@ -167,12 +167,18 @@ class ChatPage:
         self.errors: list[str] = []
         page.on("request", self._record)
         page.on("pageerror", lambda error: self.errors.append(str(error)))
+        # Whatever the page's Content-Security-Policy refuses (app.py) is an error too: the page must not need it.
+        page.on("console", lambda message: self._refused(message.text))
         # The page asks GET /conversations on load: wait for that answer, so that it knows whether memory is on.
         with page.expect_response(lambda response: response.url.endswith("/conversations")):
             page.goto(url)
         self.replies = page.locator(".assistant")
         self.conversations = page.locator("#conversations button")
         self.send = page.locator("#send")
+
+    def _refused(self, text: str) -> None:
+        if "Content Security Policy" in text:
+            self.errors.append(text)
 
     def _record(self, request: Request) -> None:
         if request.method == "POST" and request.url.endswith("/invocations"):
@@ -409,6 +415,22 @@ def test_markup_in_a_reply_is_shown_as_text_and_never_runs(stateless_app, browse
     assert browser_page.evaluate("window.hostile") is None
     assert not [url for url in fetched if "hostile" in url]
     assert not chat.errors
+
+
+def test_the_pages_security_policy_runs_no_script_that_gets_in(stateless_app, browser_page):
+    """Should markup ever reach the page, the browser runs none of it: only the page's own script has its hash."""
+    chat = ChatPage(browser_page, stateless_app)
+    chat.ask("Hello")
+    injected = browser_page.evaluate(
+        """() => {
+            const script = document.createElement("script");
+            script.textContent = "window.injected = true";
+            document.body.append(script);
+            return window.injected === true;
+        }"""
+    )
+    assert injected is False
+    assert any("Content Security Policy" in error for error in chat.errors), chat.errors
 
 
 def test_the_reply_shows_it_is_thinking_until_the_first_token(stateless_app, browser_page):

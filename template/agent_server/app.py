@@ -9,8 +9,11 @@ MLflow's server and the handlers.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
+import hashlib
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -63,7 +66,24 @@ app.include_router(conversations_router)
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")
 
 
+def content_security_policy(page: str) -> str:
+    """Only the page's own inline script and style run, and it talks only to this app: should markup ever
+    get into the page, the browser would still run none of it nor send anything elsewhere."""
+
+    def hashes(tag: str) -> str:
+        blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", page, re.DOTALL)
+        return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks)
+
+    return (
+        f"default-src 'none'; script-src {hashes('script')}; style-src {hashes('style')}; connect-src 'self'; "
+        "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
+CHAT_PAGE_HEADERS = {"Content-Security-Policy": content_security_policy(CHAT_PAGE)}
+
+
 @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def chat_page() -> str:
-    """A minimal chat page that replays history the way hosted chat UIs do."""
-    return CHAT_PAGE
+async def chat_page() -> HTMLResponse:
+    """The chat page: markdown replies, tool blocks, and history kept the way hosted chat UIs keep it."""
+    return HTMLResponse(CHAT_PAGE, headers=CHAT_PAGE_HEADERS)

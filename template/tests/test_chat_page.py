@@ -53,3 +53,18 @@ def test_chat_page_never_parses_text_as_html(page, sink):
 def test_chat_page_fits_a_phone(page):
     assert '<meta name="viewport" content="width=device-width' in page
     assert "<textarea" in page  # a multi-line input
+
+
+def test_chat_page_runs_only_its_own_script_and_style(app_client):
+    """The Content-Security-Policy names the page's one script and one style by hash, and no other source."""
+    import base64
+    import hashlib
+
+    response = app_client.get("/")
+    policy = dict(part.strip().split(" ", 1) for part in response.headers["content-security-policy"].split(";"))
+    for tag in ("script", "style"):
+        [block] = re.findall(rf"<{tag}>(.*?)</{tag}>", response.text, re.DOTALL)
+        digest = base64.b64encode(hashlib.sha256(block.encode()).digest()).decode()
+        assert policy[f"{tag}-src"] == f"'sha256-{digest}'"
+    assert policy["default-src"] == "'none'" and policy["connect-src"] == "'self'"
+    assert policy["frame-ancestors"] == "'none'"
