@@ -15,6 +15,7 @@ from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse
 
 from agent_server import agent, approvals, errors, llm, mcp_connections, memory, tracing
 from agent_server.history import render_history
+from agent_server.offload import INLINE_ITEMS, cpu_work
 from agent_server.output_items import ReplayableOutput, replayable_id, with_unique_call_ids
 
 
@@ -83,7 +84,7 @@ def for_this_request(owners_agent: Agent, servers: list[Any]) -> Agent:
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
     turn = memory.current_turn.get()
     tracing.name_conversation(turn)
-    history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
+    history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:
         ran = await mcp_connections.run_approved(history, servers)
         owners_agent = for_this_request(agent.create_agent(), servers)
@@ -97,7 +98,7 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
     # A call waiting for approval is in new_items twice: as the call, and as the approval it waits for.
     run_items = [run_item for run_item in result.new_items if not isinstance(run_item, ToolApprovalItem)]
     items = [item for run_item in run_items for item in output.add(run_item.raw_item)]
-    waiting = await asyncio.to_thread(approval_requests, request, result.interruptions)
+    waiting = await asyncio.to_thread(approval_requests, request, result.interruptions) if result.interruptions else {}
     answer = [*ran, *items, *finished(output, waiting)]
     await _stored(turn, answer)
     return ResponsesAgentResponse.model_validate(
@@ -121,7 +122,7 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
     tracing.name_conversation(turn)
     extra = turn.custom_outputs() if turn else None
     answer: list[dict[str, Any]] = []
-    history = await asyncio.to_thread(model_input, request)  # CPU work, off the event loop
+    history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:
         for item in await mcp_connections.run_approved(history, servers):
             answer.append(item)
@@ -155,7 +156,7 @@ async def _streamed_run(
             for item in output.add(event.item.raw_item, message_id=own_id):
                 done.append(item)
                 yield stream_event("response.output_item.done", item=item)
-    waiting = await asyncio.to_thread(approval_requests, request, result.interruptions)
+    waiting = await asyncio.to_thread(approval_requests, request, result.interruptions) if result.interruptions else {}
     for item in finished(output, waiting):
         done.append(item)
         yield stream_event("response.output_item.done", item=item)

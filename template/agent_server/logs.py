@@ -48,11 +48,20 @@ def log_config(env: Mapping[str, str]) -> dict[str, Any]:
     handler = {"class": "logging.StreamHandler", "formatter": "app", "stream": "ext://sys.stderr"}
     # uvicorn's loggers go through the root handler, so every line has one format.
     quiet = {"level": level, "handlers": [], "propagate": True}
+    # The HTTP clients (httpx, and httpx2 under openai 3) say "HTTP Request: POST ..." for every model call at
+    # INFO: a line per call that the access log and the trace already tell, written by the serving thread.
+    clients = {"level": level if level == "DEBUG" else "WARNING"}
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"app": formatter},
         "handlers": {"app": handler},
         "root": {"level": level, "handlers": ["app"]},
-        "loggers": {"uvicorn": quiet, "uvicorn.error": quiet, "uvicorn.access": quiet},
+        "loggers": {
+            "uvicorn": quiet,
+            "uvicorn.error": quiet,
+            "uvicorn.access": quiet,
+            "httpx": clients,
+            "httpx2": clients,
+        },
     }

@@ -43,6 +43,7 @@ from agent_server.memory_merge import Merge, merge
 from agent_server.memory_settings import enabled as enabled  # callers ask memory.enabled()
 from agent_server.memory_settings import settings
 from agent_server.memory_store import Busy, SchemaTooNew, Store, StoredItem, Unavailable
+from agent_server.offload import INLINE_ITEMS, cpu_work
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
         message = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
         raise BadRequest(message, status=503) from None
     try:
-        stored = await asyncio.to_thread(_stored_history, stored_items, api)
+        stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
         merged = merge(stored.each, [Rendered(e.index + stored.stored, e.item, e.client_id) for e in sent.each])
         _check_size(merged)
     except BaseException:

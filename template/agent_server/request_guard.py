@@ -16,9 +16,9 @@ that every shape `history.py` knows gets through. Its limits (README, "Failure m
 | BODY_TIMEOUT_SECONDS | 30 s to send the body | 408 |
 
 JSON nested deeper than 64 levels, a lone surrogate (`"\\ud800"`) and an integer of more
-than 4300 digits are a 400. Parsing and rendering run in a worker thread, so that a large
-body never holds up other requests, and a client that hangs up stops its request: tools
-and model calls included.
+than 4300 digits are a 400. Parsing and rendering run in a worker thread (unless the body is
+too small to be worth one: offload.py), so that a large body never holds up other requests,
+and a client that hangs up stops its request: tools and model calls included.
 
 BrowserGuard keeps the web pages a developer visits from driving the agent with the
 developer's keys. The app has no login of its own (Databricks Apps puts one in front of
@@ -47,6 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agent_server import approvals, llm, memory
 from agent_server.errors import INPUT_SOURCES, BadRequest, HttpMiddleware, error_response
 from agent_server.history import HistoryError, json_type, pair_calls_with_outputs, render_each
+from agent_server.offload import INLINE_BYTES, INLINE_ITEMS, cpu_work
 
 logger = logging.getLogger(__name__)
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
@@ -72,14 +73,15 @@ class RequestGuard(HttpMiddleware):
         try:
             check_user_token(headers)
             raw = await _read_body(receive)
-            body, sent = await asyncio.to_thread(checked_body, raw)
+            body, sent = await cpu_work(len(raw) <= INLINE_BYTES, checked_body, raw)
             turn = await memory.start_turn(headers, body, sent)
         except BadRequest as error:
             await error_response(error.status, str(error), error.param)(scope, receive, send)
             return
         try:
             history = sent if turn is None else turn.history
-            ready, scope[INPUT_SOURCES] = await asyncio.to_thread(prepared_body, body, history, turn)
+            small = len(history.each) <= INLINE_ITEMS
+            ready, scope[INPUT_SOURCES] = await cpu_work(small, prepared_body, body, history, turn)
             memory.current_turn.set(turn)
             await _until_disconnect(self.app, scope, ready, receive, send)
         finally:
@@ -120,8 +122,8 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:
 def prepared_body(
     body: dict[str, Any], history: memory.History, turn: memory.Turn | None
 ) -> tuple[bytes, list[int | None]]:
-    """The body MLflow gets, serialised (in a worker thread): the history paired and with only genuine
-    approvals, and the conversation's id; and the client's index of each item (None: a stored item)."""
+    """The body MLflow gets, serialised (off the event loop unless small: offload.py): the history paired and with
+    only genuine approvals, and the conversation's id; and the client's index of each item (None: a stored item)."""
     rendered = pair_calls_with_outputs(history.each)
     for index in approvals.honour_only_genuine(history.client_items, rendered):
         logger.warning("input[%d]: an approval this app did not sign runs nothing", index - history.stored)

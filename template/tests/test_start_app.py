@@ -191,3 +191,11 @@ def test_what_start_up_made_is_frozen_out_of_the_collectors_way(app_client):
 
     assert app_client.get("/health").status_code == 200
     assert gc.get_freeze_count() > 100_000, gc.get_freeze_count()
+
+
+@pytest.mark.parametrize(("level", "clients"), [("INFO", "WARNING"), ("WARNING", "WARNING"), ("DEBUG", "DEBUG")])
+def test_the_http_clients_say_each_model_call_only_at_debug(level, clients):
+    from agent_server.logs import log_config
+
+    loggers = log_config({"LOG_LEVEL": level})["loggers"]
+    assert loggers["httpx"]["level"] == loggers["httpx2"]["level"] == clients

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import json
 import logging
@@ -29,6 +28,7 @@ from agent_server.offline.validation import (
     describe,
     validate_schema,
 )
+from agent_server.offload import INLINE_BYTES, cpu_work
 
 BASE_URL = "http://offline-model/v1"
 API_KEY = "offline"
@@ -92,8 +92,8 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
         return Response(content, status_code=status, media_type=media_type)
 
     async def answer(path: str, raw: bytes) -> Answered:
-        # Validating a long history is CPU work: in a worker thread, so the app it serves stays responsive.
-        return await asyncio.to_thread(answer_request, path, raw, APIS[path])
+        # Validating a long history is CPU work: off the event loop, so the app it serves stays responsive.
+        return await cpu_work(len(raw) <= INLINE_BYTES, answer_request, path, raw, APIS[path])
 
     def answer_request(path: str, raw: bytes, api: str) -> Answered:
         body: dict[str, Any] = {}
