@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from agents import Agent, Runner, TResponseInputItem
+from agents import Agent, RunConfig, Runner, TResponseInputItem
 from agents.items import MessageOutputItem, ToolApprovalItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
@@ -63,6 +63,10 @@ def customize_history(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items if hook is None else hook(items)
 
 
+# The same for every run, so made once: the SDK's RunConfig() inspects its own type hints each time it is built.
+RUN_CONFIG = RunConfig()
+
+
 def sdk_input(history: list[dict[str, Any]]) -> list[TResponseInputItem]:
     """The rendered history as the SDK's input type: the render's items are those TypedDicts (history.py)."""
     return cast("list[TResponseInputItem]", history)
@@ -90,7 +94,7 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
         owners_agent = for_this_request(agent.create_agent(), servers)
         errors.record_input(history, has_instructions=owners_agent.instructions is not None)
         try:
-            result = await Runner.run(owners_agent, sdk_input(history))
+            result = await Runner.run(owners_agent, sdk_input(history), run_config=RUN_CONFIG)
         except errors.MODEL_FAILURES as error:
             errors.record(error)  # errors.UpstreamErrors answers with the status that says why, not a 500
             raise
@@ -140,7 +144,7 @@ async def _streamed_run(
     request: ResponsesAgentRequest, history: list[dict[str, Any]], owners_agent: Agent, done: list[dict[str, Any]]
 ) -> AsyncIterator[ResponsesAgentStreamEvent]:
     """The run's events as MLflow streams them; each finished item is also appended to `done`."""
-    result = Runner.run_streamed(owners_agent, input=sdk_input(history))
+    result = Runner.run_streamed(owners_agent, input=sdk_input(history), run_config=RUN_CONFIG)
     output = ReplayableOutput()
     message_id = replayable_id("message", None)
     async for event in result.stream_events():

@@ -33,6 +33,7 @@ from openai import AsyncOpenAI
 
 from agent_server import defaults
 from agent_server.history import API_MODES, ApiMode
+from agent_server.output_items import UniqueCallIds
 
 Provider = Literal["openai", "databricks", "offline"]
 
@@ -111,7 +112,8 @@ def _true(value: str | None) -> bool:
 
 
 def model(current: LLMSettings | None = None) -> Model:
-    """The SDK model object for the configured provider, model and API mode."""
+    """The SDK model object for the configured provider, model and API mode, its tool call ids made unique
+    (output_items.UniqueCallIds): wrapped here once, the handlers need not copy the agent to wrap it per request."""
     return _model(current or settings())
 
 
@@ -119,8 +121,8 @@ def model(current: LLMSettings | None = None) -> Model:
 def _model(current: LLMSettings) -> Model:
     client = _client(current.provider, current.base_url)
     if current.api == "responses":
-        return OpenAIResponsesModel(model=current.model, openai_client=client)
-    return OpenAIChatCompletionsModel(model=current.model, openai_client=client)
+        return UniqueCallIds(OpenAIResponsesModel(model=current.model, openai_client=client))
+    return UniqueCallIds(OpenAIChatCompletionsModel(model=current.model, openai_client=client))
 
 
 @functools.lru_cache(maxsize=4)

@@ -36,3 +36,18 @@ def test_tool_turns_continue_on_a_model_with_faulty_call_ids(app_client, faulty_
     call_ids = [item["call_id"] for item in chat.history if item.get("type") == "function_call"]
     call_ids += [call["id"] for item in chat.history for call in item.get("tool_calls") or []]
     assert len(call_ids) == 3 and all(call_ids) and len(set(call_ids)) == 3, call_ids
+
+
+def test_the_owners_agent_on_llm_model_runs_as_it_is_not_copied_per_request(stream):
+    """llm.model() is wrapped once (UniqueCallIds), so a request runs the owner's agent itself: copying an Agent
+    costs the SDK a look at its type hints every time."""
+    from agents import Agent, Model
+
+    from agent_server.handlers import for_this_request
+    from agent_server.output_items import UniqueCallIds
+
+    assert isinstance(llm.model(), UniqueCallIds) and isinstance(llm.model(), Model)
+    owners = Agent(name="owner", instructions="x", model=llm.model())
+    assert for_this_request(owners, []) is owners
+    elsewhere = Agent(name="own model", instructions="x", model=llm.model().inner)  # a model of the owner's own
+    assert isinstance(for_this_request(elsewhere, []).model, UniqueCallIds)
