@@ -68,6 +68,7 @@ BODIES = {
     "stream": json.dumps({"input": HISTORY, "stream": True}).encode(),
 }
 HEADERS = {"content-type": "application/json"}
+REPLIES = (stub_model.REPLY.encode(), b"Offline model: I saw")  # the stub's, or the app's offline model's
 VERSIONS = ("openai-agents", "mlflow-skinny", "fastapi", "uvicorn", "openai", "httpx")
 # Variables of the outer shell that must not reach the apps (another model, another store, a proxy).
 DROPPED = ("VIRTUAL_ENV", "UV_", "PYTHONPATH", "LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "APP_ENV")
@@ -157,14 +158,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def app_env(stub_url: str, store: Path, tracing: str) -> dict[str, str]:
+def app_env(stub_url: str, store: Path, tracing: str, model: str = "stub") -> dict[str, str]:
+    """The app's environment: the stub model at `stub_url`, or with model="offline" the app's own offline model."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(DROPPED)}
     env = {key: value for key, value in env.items() if key.lower() not in PROXIES}
+    if model == "offline":
+        env.update(LLM_PROVIDER="offline", LLM_MODEL="offline")
+    else:
+        env.update(LLM_PROVIDER="openai", OPENAI_BASE_URL=stub_url, OPENAI_API_KEY="stub", LLM_MODEL="stub")
     env.update(
-        LLM_PROVIDER="openai",
-        OPENAI_BASE_URL=stub_url,
-        OPENAI_API_KEY="stub",
-        LLM_MODEL="stub",
         LLM_API="chat_completions",
         MEMORY_BACKEND="none",
         MLFLOW_TRACKING_URI=f"file:{store / 'mlruns'}",
@@ -182,7 +184,9 @@ def count_traces(store: Path) -> int:
 class Served:
     """One app process: started pinned to the server core, stopped (SIGTERM, then SIGKILL) on exit."""
 
-    def __init__(self, app: App, stub_url: str, folder: Path, tracing: str, settings: Settings) -> None:
+    def __init__(
+        self, app: App, stub_url: str, folder: Path, tracing: str, settings: Settings, model: str = "stub"
+    ) -> None:
         self.app, self.folder, self.settings = app, folder, settings
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -193,7 +197,7 @@ class Served:
         self.process = subprocess.Popen(
             ["taskset", "-c", str(SERVER_CORE), *command, "--workers", "1"],
             cwd=folder,
-            env=app_env(stub_url, folder, tracing),
+            env=app_env(stub_url, folder, tracing, model),
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
@@ -242,7 +246,7 @@ def client_for(url: str, concurrency: int) -> httpx.AsyncClient:
 
 
 async def one_request(client: httpx.AsyncClient, mode: str) -> str | None:
-    """None when the app answered with the stub's reply, else what went wrong."""
+    """None when the app answered with the model's reply (the stub's, or the offline model's), else what went wrong."""
     try:
         if mode == "stream":
             async with client.stream("POST", "/invocations", content=BODIES[mode], headers=HEADERS) as response:
@@ -255,7 +259,7 @@ async def one_request(client: httpx.AsyncClient, mode: str) -> str | None:
         return type(error).__name__
     if response.status_code != 200:
         return f"HTTP {response.status_code}"
-    if stub_model.REPLY.encode() not in body or not complete:
+    if not any(reply in body for reply in REPLIES) or not complete:
         return "no reply in the body"
     return None
 
@@ -649,14 +653,14 @@ def report(apps: list[App], runs: list[dict], settings: Settings, checks: dict, 
     return "\n".join(out) + "\n"
 
 
-def replace_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of RESULTS.md (its heading up to the next `## `), or append it."""
+def replace_section(path: Path, section: str, heading: str = HEADING) -> None:
+    """Replace a benchmark's section of RESULTS.md (its heading up to the next `## `), or append it."""
     text = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = text.find(HEADING + "\n")
+    start = text.find(heading + "\n")
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + section
     else:
-        following = text.find("\n## ", start + len(HEADING))
+        following = text.find("\n## ", start + len(heading))
         rest = text[following + 1 :] if following >= 0 else ""
         text = text[:start] + section + ("\n" + rest if rest else "")
     path.write_text(text)

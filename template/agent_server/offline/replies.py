@@ -147,9 +147,16 @@ def token_count(text: str) -> int:
     return max(1, len(text) // 4)  # the usual four-characters-a-token estimate
 
 
+# A real stream sends a delta per token or so. Each costs the app the same work, so a few show every path a stream
+# takes (the first delta, the ones after, the end), while a delta per word would make every streamed test and
+# demo pay for twenty (benchmarks/RESULTS.md, the offline model against a zero-cost stub).
+STREAM_PIECES = 3
+
+
 def split_for_stream(text: str) -> list[str]:
-    """At least two deltas (when the text has two characters), as a real stream would send."""
-    pieces = re.findall(r"\S+\s*|\s+", text)
-    if len(pieces) < 2 and len(text) >= 2:
-        pieces = [text[: len(text) // 2], text[len(text) // 2 :]]
-    return pieces or [text]
+    """At least two deltas (when the text has two characters) and at most STREAM_PIECES, split between words."""
+    words = re.findall(r"\S+\s*|\s+", text)
+    if len(words) < 2:
+        return [text[: len(text) // 2], text[len(text) // 2 :]] if len(text) >= 2 else [text]
+    size = -(-len(words) // STREAM_PIECES)  # words per piece, rounded up
+    return ["".join(words[start : start + size]) for start in range(0, len(words), size)]
