@@ -1,11 +1,12 @@
 """Benchmark: what the built-in offline model adds to a request's CPU, against the zero-cost stub model.
 
-Run with `scripts/benchmark offline` (it renders and syncs HEAD, then runs this with the template repo's own
-Python). One app, two models, run by run: a fresh `start-app` process on the stub (stub_model.py, over HTTP on
-the other core) and then one on the offline model (in process, LLM_PROVIDER=offline), each pinned to core 0,
-tracing off, memory off, the whole two-turn history in every request, as serve.py sends it. The stub's own
-CPU is on the other core and not counted: the figure is what the offline model costs the app's process, which
-every test and every demo pays. Ratios offline/stub are taken within each run, then the median is reported.
+Run with `scripts/benchmark offline` (it renders and syncs HEAD and release 0.1.0, then runs this with the
+template repo's own Python). For each app, two models, run by run: a fresh `start-app` process on the stub
+(stub_model.py, over HTTP on the other core) and then one on the app's own offline model (in process,
+LLM_PROVIDER=offline), each pinned to core 0, tracing off, memory off, the whole two-turn history in every
+request, as serve.py sends it. The stub's own CPU is on the other core and not counted: the figure is what the
+offline model costs the app's process, which every test and every demo pays. Ratios offline/stub are taken
+within each run, then the median is reported.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ CONCURRENCY = (1, 8)
 
 
 async def measure(app: serve.App, model: str, run: int, stub_url: str, work: Path, settings: serve.Settings) -> dict:
-    folder = work / f"run{run}-{model}"
+    folder = work / f"run{run}-{app.key}-{model}"
     served = serve.Served(app, stub_url, folder, "off", settings, model=model)
     cells = {}
     try:
@@ -50,8 +51,11 @@ async def main_async(args: argparse.Namespace) -> str:
     settings = serve.Settings.make(args.quick, args.runs)
     started = time.monotonic()
     os.sched_setaffinity(0, {serve.CLIENT_CORE})
-    app = serve.App("HEAD", args.label, Path(args.app).resolve())
-    serve.app_facts(app)
+    apps = [serve.App("HEAD", args.label, Path(args.app).resolve())]
+    if args.before:
+        apps.insert(0, serve.App("before", args.before_label, Path(args.before).resolve()))
+    for app in apps:
+        serve.app_facts(app)
     work = Path(tempfile.mkdtemp(prefix="offline-bench-"))
     stub_port = serve.free_port()
     stub_url = f"http://127.0.0.1:{stub_port}/v1"
@@ -60,7 +64,7 @@ async def main_async(args: argparse.Namespace) -> str:
         + ["--port", str(stub_port), "--max-seconds", "3600"],
         stdout=subprocess.DEVNULL,
     )
-    runs = []
+    runs: dict[str, list[dict]] = {app.key: [] for app in apps}
     try:
         for _ in range(50):
             try:
@@ -69,37 +73,49 @@ async def main_async(args: argparse.Namespace) -> str:
             except httpx.HTTPError:
                 await asyncio.sleep(0.1)
         for run in range(settings.runs):
-            runs.append({model: await measure(app, model, run, stub_url, work, settings) for model in MODELS})
+            for app in apps:
+                runs[app.key].append(
+                    {model: await measure(app, model, run, stub_url, work, settings) for model in MODELS}
+                )
     finally:
         stub.terminate()
         stub.wait(10)
-    return report(app, runs, settings, args, (time.monotonic() - started) / 60)
+    return report(apps, runs, settings, args, (time.monotonic() - started) / 60)
 
 
-def report(app: serve.App, runs: list[dict], settings: serve.Settings, args: argparse.Namespace, minutes: float) -> str:
+def report(
+    apps: list[serve.App],
+    runs: dict[str, list[dict]],
+    settings: serve.Settings,
+    args: argparse.Namespace,
+    minutes: float,
+) -> str:
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     out = [HEADING, ""]
     out.append(
-        f"Made by `{args.command}` on {date}, in {minutes:.1f} minutes; {app.label}; openai-agents "
-        f"{app.versions.get('openai-agents', '?')}, Python {app.python}. {settings.runs} run(s), per cell "
+        f"Made by `{args.command}` on {date}, in {minutes:.1f} minutes; "
+        + "; ".join(f"{app.label}: openai-agents {app.versions.get('openai-agents', '?')}" for app in apps)
+        + f"; Python {apps[-1].python}. {settings.runs} run(s), the apps in turn within each, per cell "
         + ", ".join(f"{settings.requests[c]} requests at c={c}" for c in CONCURRENCY)
-        + ", tracing off, the app pinned to one core. The stub's own CPU is on the other core and not counted. "
-        "Ratios are taken within each run, then their median."
+        + ", tracing off, the app pinned to one core. The stub's own CPU is on the other core and not counted, "
+        "while the offline model runs in the app's process. Ratios are taken within each run, then their median."
     )
     out += [
         "",
-        "| mode | concurrency | CPU ms/req, stub | CPU ms/req, offline | offline adds |",
-        "|---|---:|---:|---:|---:|",
+        "| app | mode | concurrency | CPU ms/req, stub | CPU ms/req, offline | offline adds |",
+        "|---|---|---:|---:|---:|---:|",
     ]
-    for mode in serve.MODES:
-        for concurrency in CONCURRENCY:
-            stub = serve.med([run["stub"][mode, concurrency].cpu_ms for run in runs])
-            offline = serve.med([run["offline"][mode, concurrency].cpu_ms for run in runs])
-            ratio = serve.med(
-                [run["offline"][mode, concurrency].cpu_ms / run["stub"][mode, concurrency].cpu_ms for run in runs]
-            )
-            name = "streaming" if mode == "stream" else "not streaming"
-            out.append(f"| {name} | {concurrency} | {stub:.2f} | {offline:.2f} | {(ratio - 1) * 100:+.0f}% |")
+    for app in apps:
+        for mode in serve.MODES:
+            for concurrency in CONCURRENCY:
+                cells = [(run["stub"][mode, concurrency], run["offline"][mode, concurrency]) for run in runs[app.key]]
+                ratio = serve.med([offline.cpu_ms / stub.cpu_ms for stub, offline in cells])
+                stub, offline = serve.med([s.cpu_ms for s, _ in cells]), serve.med([o.cpu_ms for _, o in cells])
+                name = "streaming" if mode == "stream" else "not streaming"
+                out.append(
+                    f"| {app.label.split(' (')[0]} | {name} | {concurrency} | {stub:.2f} | {offline:.2f} "
+                    f"| {(ratio - 1) * 100:+.0f}% |"
+                )
     return "\n".join(out) + "\n"
 
 
@@ -107,6 +123,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--app", required=True, help="the rendered, synced HEAD app")
     parser.add_argument("--label", default="HEAD")
+    parser.add_argument("--before", help="also measure this rendered, synced app (release 0.1.0), run by run")
+    parser.add_argument("--before-label", default="release 0.1.0")
     parser.add_argument("--runs", type=int, default=None, help="runs (default 3; 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few requests, one run")
     parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
