@@ -26,6 +26,7 @@ from pydantic import TypeAdapter
 
 from agent_server.history import API_MODES
 from agent_server.offline import create_offline_app, offline_client
+from agent_server.offline.replies import STREAM_PIECES
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -225,7 +226,7 @@ def test_response_stream_sends_the_real_text_event_sequence() -> None:
         "response.content_part.added",
     ]
     deltas = [event.delta for event in events if event.type == "response.output_text.delta"]
-    assert len(deltas) >= 2 and "".join(deltas) == reply(1, 0, 0, "hello there")
+    assert 2 <= len(deltas) <= STREAM_PIECES and "".join(deltas) == reply(1, 0, 0, "hello there")
     assert types[4 + len(deltas) :] == [
         "response.output_text.done",
         "response.content_part.done",
