@@ -182,17 +182,37 @@ def make_private(store: Path) -> None:
     store.chmod(0o700)
 
 
-def prune(store: Path, limits: Limits, now: float | None = None) -> int:
-    """Delete traces past the age limit, then the oldest until the store is within the size limit."""
+# A trace folder is written once, by the exporter, within moments: one this old is measured once and remembered.
+SETTLED_SECONDS = 10
+
+
+def prune(store: Path, limits: Limits, now: float | None = None, sizes: dict[Path, int] | None = None) -> int:
+    """Delete traces past the age limit, then the oldest until the store is within the size limit.
+
+    `sizes` remembers each settled trace's size from one call to the next, so that a call reads the files of the
+    traces written since the last one only: walking every file of a full store (some 17 files a trace) took a
+    second of CPU every minute for 3,000 traces.
+    """
     now = time.time() if now is None else now
+    sizes = {} if sizes is None else sizes
     traces = sorted((folder.stat().st_mtime, folder) for folder in store.glob("*/traces/*") if folder.is_dir())
-    sizes = {folder: sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) for _, folder in traces}
-    total, deleted = sum(sizes.values()), 0
+    for gone in set(sizes) - {folder for _, folder in traces}:
+        del sizes[gone]
+    measured = {}
+    for modified, folder in traces:
+        size = sizes.get(folder)
+        if size is None:
+            size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+            if now - modified > SETTLED_SECONDS:
+                sizes[folder] = size
+        measured[folder] = size
+    total, deleted = sum(measured.values()), 0
     for modified, folder in traces:
         if now - modified <= limits.max_age_seconds and total <= limits.max_bytes:
             break
         shutil.rmtree(folder, ignore_errors=True)
-        total -= sizes[folder]
+        total -= measured[folder]
+        sizes.pop(folder, None)
         deleted += 1
     if deleted:
         logger.info("Pruned %d local trace(s) from %s (TRACES_MAX_MB, TRACES_MAX_AGE_DAYS)", deleted, store)
@@ -202,10 +222,12 @@ def prune(store: Path, limits: Limits, now: float | None = None) -> int:
 def keep_pruned(store: Path, limits: Limits) -> threading.Thread:
     """Prune now, then every minute in a daemon thread (it dies with the app)."""
 
+    sizes: dict[Path, int] = {}
+
     def loop() -> None:
         while True:
             try:
-                prune(store, limits)
+                prune(store, limits, sizes=sizes)
             except OSError as error:  # a file that vanished under us; try again next time
                 logger.warning("Could not prune local traces: %s", error)
             time.sleep(PRUNE_EVERY_SECONDS)

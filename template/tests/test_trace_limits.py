@@ -40,6 +40,24 @@ def test_prune_deletes_what_is_too_old_then_the_oldest_until_within_size(tmp_pat
     assert prune(tmp_path, LIMITS) == 0
 
 
+def test_prune_reads_each_settled_trace_once_and_still_counts_new_ones(tmp_path):
+    """What keep_pruned keeps between calls: sizes of settled traces, so a call walks only what is new."""
+    sizes: dict[Path, int] = {}
+    for age, name in ((400, "tr-old"), (300, "tr-middle")):
+        fake_trace(tmp_path, name, 1000, age_seconds=age)
+    fake_trace(tmp_path, "tr-writing", 500, age_seconds=0)  # young: measured, not remembered
+    assert prune(tmp_path, LIMITS, sizes=sizes) == 0
+    assert {folder.name: size for folder, size in sizes.items()} == {"tr-old": 1000, "tr-middle": 1000}
+    # A remembered size is used as it is: the files are not read again (this one grew behind the cache's back).
+    (tmp_path / "0" / "traces" / "tr-old" / "artifacts" / "traces.json").write_bytes(b"x" * 1500)
+    os.utime(tmp_path / "0" / "traces" / "tr-old", (time.time() - 400, time.time() - 400))
+    fake_trace(tmp_path, "tr-new", 1000, age_seconds=100)  # now 1000 + 1000 + 500 + 1000 > 3000
+    assert prune(tmp_path, LIMITS, sizes=sizes) == 1
+    left = sorted(path.name for path in (tmp_path / "0" / "traces").iterdir())
+    assert left == ["tr-middle", "tr-new", "tr-writing"]
+    assert "tr-old" not in {folder.name for folder in sizes}, "a deleted trace is forgotten"
+
+
 def test_the_store_is_private(app_client):
     store = Path(os.environ["MLFLOW_TRACKING_URI"].removeprefix("file:"))  # the tests' own store (conftest.py)
     assert stat.S_IMODE(store.stat().st_mode) == 0o700
