@@ -38,7 +38,7 @@ def test_tool_turns_continue_on_a_model_with_faulty_call_ids(app_client, faulty_
     assert len(call_ids) == 3 and all(call_ids) and len(set(call_ids)) == 3, call_ids
 
 
-def test_the_owners_agent_on_llm_model_runs_as_it_is_not_copied_per_request(stream):
+def test_the_owners_agent_on_llm_model_runs_as_it_is_not_copied_per_request(api_mode, stream):
     """llm.model() is wrapped once (UniqueCallIds), so a request runs the owner's agent itself: copying an Agent
     costs the SDK a look at its type hints every time."""
     from agents import Agent, Model
