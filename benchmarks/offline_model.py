@@ -121,14 +121,9 @@ def report(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--app", required=True, help="the rendered, synced HEAD app")
-    parser.add_argument("--label", default="HEAD")
-    parser.add_argument("--before", help="also measure this rendered, synced app (release 0.1.0), run by run")
-    parser.add_argument("--before-label", default="release 0.1.0")
+    serve.add_app_arguments(parser, "offline")
     parser.add_argument("--runs", type=int, default=None, help="runs (default 3; 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few requests, one run")
-    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
-    parser.add_argument("--command", default="scripts/benchmark offline", help="how the run was started")
     args = parser.parse_args()
     section = asyncio.run(main_async(args))
     print(section)

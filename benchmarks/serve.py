@@ -653,6 +653,16 @@ def report(apps: list[App], runs: list[dict], settings: Settings, checks: dict, 
     return "\n".join(out) + "\n"
 
 
+def add_app_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """The options the benchmarks that measure HEAD, and release 0.1.0 beside it, share."""
+    parser.add_argument("--app", required=True, help="the rendered, synced HEAD app")
+    parser.add_argument("--label", default="HEAD")
+    parser.add_argument("--before", help="also measure this rendered, synced app (release 0.1.0)")
+    parser.add_argument("--before-label", default="release 0.1.0")
+    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
+    parser.add_argument("--command", default=f"scripts/benchmark {what}", help="how the run was started")
+
+
 def replace_section(path: Path, section: str, heading: str = HEADING) -> None:
     """Replace a benchmark's section of RESULTS.md (its heading up to the next `## `), or append it."""
     text = path.read_text() if path.exists() else "# Benchmark results\n"

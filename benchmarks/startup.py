@@ -23,6 +23,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import serve  # this folder's serving benchmark: the shared options and RESULTS.md sections
+
 HEADING = "## Start-up (benchmarks/startup.py)"
 RUNTIME_UV = "0.10.2"  # the Databricks Apps runtime's uv, as tests/deploy_support.py names it
 LATER_STARTS = 3
@@ -111,13 +113,8 @@ def report(rows: list[dict], command: str, minutes: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--app", required=True, help="the rendered HEAD app")
-    parser.add_argument("--label", default="HEAD")
-    parser.add_argument("--before", help="the rendered release 0.1.0 app")
-    parser.add_argument("--before-label", default="release 0.1.0")
+    serve.add_app_arguments(parser, "startup")
     parser.add_argument("--uv", default="uv", help="a uv to install the runtime's uv with")
-    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
-    parser.add_argument("--command", default="scripts/benchmark startup")
     args = parser.parse_args()
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="startup-bench-"))
@@ -130,10 +127,7 @@ def main() -> None:
     section = report(rows, args.command, (time.monotonic() - started) / 60)
     print(section)
     if args.write:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from serve import replace_section
-
-        replace_section(Path(args.write), section, HEADING)
+        serve.replace_section(Path(args.write), section, HEADING)
 
 
 if __name__ == "__main__":

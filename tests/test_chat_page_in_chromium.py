@@ -48,19 +48,9 @@ pytestmark = pytest.mark.xdist_group("browser")
 
 
 @contextmanager
-def running_app(app: Path, folder: Path, **env: str) -> Iterator[str]:
-    """`start-app` in the render `app`, on the offline model unless `env` says otherwise."""
-    port = free_port()
-    # Not the render's ./conversations.db, which every app started from the render would share.
-    settings = {"LLM_PROVIDER": "offline", "MEMORY_DATABASE_URL": str(folder / f"conversations-{port}.db"), **env}
-    process = subprocess.Popen(
-        [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port), "--host", "127.0.0.1"],
-        cwd=app,
-        env=clean_env(**settings),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+def serving(command: list[str], cwd: Path, env: dict[str, str], port: int) -> Iterator[str]:
+    """A server process on `port`: its URL once /health answers; stopped by its own process id after."""
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_health(url, process)
@@ -68,6 +58,17 @@ def running_app(app: Path, folder: Path, **env: str) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@contextmanager
+def running_app(app: Path, folder: Path, **env: str) -> Iterator[str]:
+    """`start-app` in the render `app`, on the offline model unless `env` says otherwise."""
+    port = free_port()
+    # Not the render's ./conversations.db, which every app started from the render would share.
+    settings = {"LLM_PROVIDER": "offline", "MEMORY_DATABASE_URL": str(folder / f"conversations-{port}.db"), **env}
+    command = [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port), "--host", "127.0.0.1"]
+    with serving(command, app, clean_env(**settings), port) as url:
+        yield url
 
 
 @pytest.fixture
@@ -118,21 +119,9 @@ class FlakyModel:
 def flaky_model(start_app, renders) -> Iterator[FlakyModel]:
     app = renders["defaults"]  # synced by start_app: the helper runs with the app's own Python
     port = free_port()
-    process = subprocess.Popen(
-        [str(app / ".venv" / "bin" / "python"), str(ROOT / "tests" / "flaky_model.py"), "--port", str(port)],
-        cwd=app,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(url, process)
+    command = [str(app / ".venv" / "bin" / "python"), str(ROOT / "tests" / "flaky_model.py"), "--port", str(port)]
+    with serving(command, app, clean_env(), port) as url:
         yield FlakyModel(url)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @pytest.fixture
