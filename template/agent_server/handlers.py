@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -102,7 +101,7 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
     # A call waiting for approval is in new_items twice: as the call, and as the approval it waits for.
     run_items = [run_item for run_item in result.new_items if not isinstance(run_item, ToolApprovalItem)]
     items = [item for run_item in run_items for item in output.add(run_item.raw_item)]
-    waiting = await asyncio.to_thread(approval_requests, request, result.interruptions) if result.interruptions else {}
+    waiting = await cpu_work(not result.interruptions, approval_requests, request, result.interruptions)
     answer = [*ran, *items, *finished(output, waiting)]
     await _stored(turn, answer)
     return ResponsesAgentResponse.model_validate(
@@ -160,7 +159,7 @@ async def _streamed_run(
             for item in output.add(event.item.raw_item, message_id=own_id):
                 done.append(item)
                 yield stream_event("response.output_item.done", item=item)
-    waiting = await asyncio.to_thread(approval_requests, request, result.interruptions) if result.interruptions else {}
+    waiting = await cpu_work(not result.interruptions, approval_requests, request, result.interruptions)
     for item in finished(output, waiting):
         done.append(item)
         yield stream_event("response.output_item.done", item=item)

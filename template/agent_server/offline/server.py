@@ -87,7 +87,7 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
     app.state.request_log = collections.deque(maxlen=REQUEST_LOG_SIZE)
     app.state.call_ids = style
 
-    async def handle(request: Request, api: str) -> Response:
+    async def handle(request: Request) -> Response:
         status, media_type, content = await answer(request.url.path, await request.body())
         return Response(content, status_code=status, media_type=media_type)
 
@@ -119,11 +119,11 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
 
     @app.post(CHAT_PATH)
     async def chat_completions(request: Request) -> Response:
-        return await handle(request, "chat")
+        return await handle(request)
 
     @app.post(RESPONSES_PATH)
     async def responses(request: Request) -> Response:
-        return await handle(request, "responses")
+        return await handle(request)
 
     return app
 
