@@ -61,6 +61,34 @@ def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
     assert dead in started.output, started.output  # export was tried (and failed) while the requests went through
 
 
+TELEMETRY_STATE = """
+import os
+import agent_server.app
+import mlflow.telemetry.utils as telemetry
+assert not telemetry._IS_IN_CI_ENV_OR_TESTING, "MLflow took this for CI, where its telemetry is off anyway"
+print(os.environ.get("MLFLOW_DISABLE_TELEMETRY"), "off" if telemetry.is_telemetry_disabled() else "on")
+"""
+# mlflow-skinny 3.17: any of these in the environment turns its telemetry off, so the check runs without them.
+CI_MARKERS = ("PYTEST_CURRENT_TEST", "GITHUB_ACTIONS", "CI", "CIRCLECI", "GITLAB_CI", "JENKINS_URL", "TRAVIS", "TF_BUILD")
+
+
+@pytest.mark.parametrize(("setting", "expected"), [(None, "true off"), ("false", "false")])
+def test_mlflow_sends_no_usage_telemetry_unless_the_owner_turns_it_on(tmp_path, setting, expected):
+    """`import mlflow` starts a telemetry client that fetches its settings from the internet and reports each
+    trace; the app's package turns it off before MLflow loads. A dead local proxy keeps the check off the network."""
+    env = app_env(MLFLOW_TRACKING_URI=f"file:{tmp_path / 'mlruns'}")
+    for marker in CI_MARKERS:
+        env.pop(marker, None)
+    env.update(HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9", LLM_PROVIDER="offline")
+    env.pop("DO_NOT_TRACK", None)
+    if setting is not None:
+        env["MLFLOW_DISABLE_TELEMETRY"] = setting
+    script = TELEMETRY_STATE if setting is None else 'import os, agent_server; print(os.environ["MLFLOW_DISABLE_TELEMETRY"])'
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == expected
+
+
 SDK_TRACING_STATE = """
 from agents.tracing import get_trace_provider
 from agents.tracing.traces import NoOpTrace
