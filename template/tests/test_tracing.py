@@ -69,7 +69,9 @@ assert not telemetry._IS_IN_CI_ENV_OR_TESTING, "MLflow took this for CI, where i
 print(os.environ.get("MLFLOW_DISABLE_TELEMETRY"), "off" if telemetry.is_telemetry_disabled() else "on")
 """
 # mlflow-skinny 3.17: any of these in the environment turns its telemetry off, so the check runs without them.
-CI_MARKERS = ("PYTEST_CURRENT_TEST", "GITHUB_ACTIONS", "CI", "CIRCLECI", "GITLAB_CI", "JENKINS_URL", "TRAVIS", "TF_BUILD")
+CI_MARKERS = """PYTEST_CURRENT_TEST GITHUB_ACTIONS CI CIRCLECI GITLAB_CI JENKINS_URL TRAVIS TF_BUILD
+BITBUCKET_BUILD_NUMBER CODEBUILD_BUILD_ARN BUILDKITE TEAMCITY_VERSION CLOUD_RUN_EXECUTION
+RUNBOT_HOST_URL RUNBOT_BUILD_NAME RUNBOT_WORKER_ID""".split()
 
 
 @pytest.mark.parametrize(("setting", "expected"), [(None, "true off"), ("false", "false")])
@@ -83,58 +85,63 @@ def test_mlflow_sends_no_usage_telemetry_unless_the_owner_turns_it_on(tmp_path, 
     env.pop("DO_NOT_TRACK", None)
     if setting is not None:
         env["MLFLOW_DISABLE_TELEMETRY"] = setting
-    script = TELEMETRY_STATE if setting is None else 'import os, agent_server; print(os.environ["MLFLOW_DISABLE_TELEMETRY"])'
+    owners_choice = 'import os, agent_server; print(os.environ["MLFLOW_DISABLE_TELEMETRY"])'
+    script = TELEMETRY_STATE if setting is None else owners_choice
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == expected
 
 
-ENCODER_LOOKUPS = """
-import json
-import sys
-import openai
-from mlflow.tracing.utils import dump_span_attribute_value
-from agent_server import tracing
-tracing.configure()
+class ImportRecorder:
+    """A finder that only records which modules the import system asked for (it finds none)."""
 
-class Recorder:
-    looked_up = []
-    def find_spec(self, name, path=None, target=None):
+    def __init__(self) -> None:
+        self.looked_up: list[str] = []
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
         self.looked_up.append(name)
-        return None
-
-sys.meta_path.insert(0, Recorder())
-encoded = dump_span_attribute_value({"temperature": openai.omit, "model": "m"})
-print(json.dumps([json.loads(encoded), [name for name in Recorder.looked_up if name.startswith("llama_index")]]))
-"""
 
 
-def test_a_traced_value_json_cannot_encode_costs_no_search_for_an_absent_package(tmp_path):
+def test_a_traced_value_json_cannot_encode_costs_no_search_for_an_absent_package():
     """openai's `omit` (some 20 per model call) is encoded as before, without MLflow's encoder searching
     sys.path for llama_index each time (mlflow-skinny 3.17; about a tenth of a traced request's CPU)."""
-    env = app_env(MLFLOW_TRACKING_URI=f"file:{tmp_path / 'mlruns'}", LLM_PROVIDER="offline")
-    result = subprocess.run([sys.executable, "-c", ENCODER_LOOKUPS], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    encoded, looked_up = json.loads(result.stdout.strip().splitlines()[-1])
+    import openai
+    from mlflow.tracing.utils import dump_span_attribute_value
+
+    import agent_server.app  # noqa: F401  (configures tracing, as serving does)
+
+    recorder = ImportRecorder()
+    sys.meta_path.insert(0, recorder)
+    try:
+        encoded = json.loads(dump_span_attribute_value({"temperature": openai.omit, "model": "m"}))
+    finally:
+        sys.meta_path.remove(recorder)
     assert encoded["model"] == "m" and encoded["temperature"].startswith("<openai.Omit object at ")  # str(omit)
-    assert looked_up == []
+    assert [name for name in recorder.looked_up if name.startswith("llama_index")] == []
 
 
-SDK_TRACING_STATE = """
+# Each ratio in turn, in one process: configure() decides again from the environment each time it is called.
+SDK_TRACING_STATES = """
+import json, os, sys
 from agents.tracing import get_trace_provider
 from agents.tracing.traces import NoOpTrace
 from agent_server import tracing
-tracing.configure()
-print("off" if isinstance(get_trace_provider().create_trace("probe"), NoOpTrace) else "on")
+states = {}
+for ratio in json.loads(sys.argv[1]):
+    os.environ.pop("MLFLOW_TRACE_SAMPLING_RATIO", None)
+    if ratio is not None:
+        os.environ["MLFLOW_TRACE_SAMPLING_RATIO"] = ratio
+    tracing.configure()
+    states[str(ratio)] = "off" if isinstance(get_trace_provider().create_trace("probe"), NoOpTrace) else "on"
+print(json.dumps(states))
 """
 
 
-@pytest.mark.parametrize(("ratio", "sdk_tracing"), [("0", "off"), ("0.0", "off"), ("0.5", "on"), (None, "on")])
-def test_the_sdks_own_tracing_is_off_when_mlflow_samples_nothing(tmp_path, ratio, sdk_tracing):
+def test_the_sdks_own_tracing_is_off_when_mlflow_samples_nothing(tmp_path):
     """With nothing sampled, the SDK building each run's spans would be work for nothing (about 7% of a request)."""
+    expected = {"0": "off", "0.5": "on", "0.0": "off", "None": "on"}  # on again after off: each call decides
     env = app_env(MLFLOW_TRACKING_URI=f"file:{tmp_path / 'mlruns'}")
-    if ratio is not None:
-        env["MLFLOW_TRACE_SAMPLING_RATIO"] = ratio
-    result = subprocess.run([sys.executable, "-c", SDK_TRACING_STATE], env=env, capture_output=True, text=True)
+    ratios = json.dumps([None if ratio == "None" else ratio for ratio in expected])
+    result = subprocess.run([sys.executable, "-c", SDK_TRACING_STATES, ratios], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[-1] == sdk_tracing
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
