@@ -127,3 +127,41 @@ def test_profile_summary_groups_frames_by_package() -> None:
     assert shares["openai"] == (75.0, 75.0) and shares["agent_server"] == (25.0, 25.0)
     assert shares["uvicorn/starlette/fastapi"] == (0.0, 75.0) and shares["asyncio"] == (0.0, 100.0)
     assert functions[0] == ("openai", "_transform (openai/_utils/_transform.py)", 75.0)
+
+
+sys.path.insert(0, str(ROOT / "benchmarks"))  # test_suite.py imports serve.py by its name, as a script does
+suite = load_module("benchmark_test_suite", ROOT / "benchmarks" / "test_suite.py")
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="3">
+<testcase classname="tests.test_a" name="test_fast" time="{fast}" />
+<testcase classname="tests.test_a" name="test_slow[x]" time="{slow}" />
+<testcase classname="tests.test_b" name="test_broken" time="0.1"><failure message="no" /></testcase>
+</testsuite></testsuites>
+"""
+
+
+def suite_run(tmp_path: Path, name: str, fast: float, slow: float):
+    report = tmp_path / f"{name}.xml"
+    report.write_text(JUNIT.format(fast=fast, slow=slow))
+    tests, failed = suite.read_junit(report)
+    return suite.SuiteRun(wall_seconds=fast + slow, tests=tests, failed=failed)
+
+
+def test_the_suite_benchmark_reads_pytest_reports_and_names_the_tests_that_got_slower(tmp_path: Path) -> None:
+    before = [suite_run(tmp_path, "a1", fast=1.0, slow=1.0), suite_run(tmp_path, "a2", fast=1.2, slow=1.0)]
+    assert before[0].tests == {
+        "tests.test_a::test_fast": 1.0,
+        "tests.test_a::test_slow[x]": 1.0,
+        "tests.test_b::test_broken": 0.1,
+    }
+    assert before[0].failed == 1
+    # Twice as long but only 0.2 s longer is noise; twice as long and 1 s longer is slower.
+    after = [suite_run(tmp_path, "b1", fast=2.2, slow=2.0), suite_run(tmp_path, "b2", fast=2.2, slow=2.0)]
+    assert suite.slower_tests(before, after) == [
+        ("tests.test_a::test_fast", 1.1, 2.2),
+        ("tests.test_a::test_slow[x]", 1.0, 2.0),
+    ]
+    after = [suite_run(tmp_path, "c1", fast=0.4, slow=1.2)]
+    assert suite.slower_tests(before, after) == []
+    assert suite.common_seconds(before, after) == (3, pytest.approx(2.2), pytest.approx(1.7))
