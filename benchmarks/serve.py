@@ -436,11 +436,28 @@ def summarise_profile(raw: str) -> tuple[int, list[tuple[str, float, float]], li
     return total, packages, functions
 
 
-async def profile(app: App, stub_url: str, work: Path, settings: Settings, uv: str) -> dict:
-    """py-spy on app (HEAD) at c=8, not streaming, tracing off, while the load client keeps it busy."""
+def inclusive_functions(raw: str, package: str, top: int = 15) -> list[tuple[str, float]]:
+    """The functions of `package` with the largest inclusive share (anywhere on the stack) of py-spy's samples."""
+    total = 0
+    counts: collections.Counter[str] = collections.Counter()
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        total += int(count_text)
+        places = {
+            f"{function} ({short})" for name, function, short in map(frame_place, stack.split(";")) if name == package
+        }
+        for place in places:
+            counts[place] += int(count_text)
+    return [(place, 100 * count / total) for place, count in counts.most_common(top)] if total else []
+
+
+async def profile(app: App, stub_url: str, work: Path, settings: Settings, uv: str, tracing: str) -> dict:
+    """py-spy on app (HEAD) at c=8, not streaming, while the load client keeps it busy."""
     spy = [uv, "run", "--no-project", "--quiet", "--with", "py-spy", "py-spy"]
     version = subprocess.run([*spy, "--version"], capture_output=True, text=True, timeout=300, check=True)
-    served = Served(app, stub_url, work / "profile", "off", settings)
+    served = Served(app, stub_url, work / f"profile-tracing-{tracing}", tracing, settings)
     out = served.folder / "profile.txt"
     try:
         await served.wait_healthy()
@@ -458,13 +475,15 @@ async def profile(app: App, stub_url: str, work: Path, settings: Settings, uv: s
         latencies, errors, elapsed = await load(
             served.url, "json", 8, 100_000, settings.profile_seconds + 30, keep_going=lambda: record.poll() is None
         )
+        await quiet(served.pid)  # the trace export the requests left counts, as in a cell
         cpu = cpu_seconds(served.pid) - before
         _, spy_err = record.communicate(timeout=60)
         if record.returncode != 0:
             raise RuntimeError(f"py-spy failed ({record.returncode}): {spy_err.decode(errors='replace')[-2000:]}")
     finally:
         served.stop()
-    total, packages, functions = summarise_profile(out.read_text())
+    raw = out.read_text()
+    total, packages, functions = summarise_profile(raw)
     return {
         "tool": version.stdout.strip(),
         "samples": total,
@@ -474,6 +493,7 @@ async def profile(app: App, stub_url: str, work: Path, settings: Settings, uv: s
         "cpu_ms": cpu * 1000 / max(1, len(latencies)),
         "packages": packages,
         "functions": functions,
+        "mlflow": inclusive_functions(raw, "mlflow"),
     }
 
 
@@ -578,7 +598,9 @@ def targets(apps: list[App], runs: list[dict]) -> str:
     return "; ".join(parts)
 
 
-def report(apps: list[App], runs: list[dict], settings: Settings, checks: dict, prof: dict | None, meta: dict) -> str:
+def report(
+    apps: list[App], runs: list[dict], settings: Settings, checks: dict, prof: dict[str, dict] | None, meta: dict
+) -> str:
     a, b = apps
     out = [HEADING, ""]
     out.append(
@@ -629,28 +651,36 @@ def report(apps: list[App], runs: list[dict], settings: Settings, checks: dict, 
         + ", ".join(f"{app.key} wrote {traced[app.key][0]:,} for {traced[app.key][1]:,} requests" for app in apps)
         + " (warm-up included).",
     ]
-    if prof:
-        out += [
-            "",
-            "### Where HEAD's CPU goes (py-spy, c=8, not streaming, tracing off)",
-            "",
-            f"`{meta['command']}` sampled app B with {prof['tool']} for {prof['seconds']:.0f} s while the load "
-            f"client kept it busy (`py-spy record --pid PID --rate {PROFILE_RATE} --nonblocking --gil --format raw "
-            "--full-filenames`, through `uv run --no-project --with py-spy`): "
-            f"{prof['samples']:,} samples of the thread holding the GIL, while serving {prof['requests']:,} requests "
-            f"({prof['errors']} errors, {prof['cpu_ms']:.2f} ms CPU/request under sampling). `--gil` because "
-            "py-spy's idle detection counted waiting threads (the thread pool's queue, the trace pruner's sleep) as "
-            "busy here; so C code that releases the GIL (socket calls, epoll) is not in these shares. Self is the "
-            "share of samples whose innermost Python frame is in the package (C code counts for the Python function "
-            "that called it); inclusive is the share with the package anywhere on the stack.",
-            "",
-            "| package | self % | inclusive % |",
-            "|---|---:|---:|",
-        ]
-        out += [f"| {name} | {own:.1f} | {incl:.1f} |" for name, own, incl in prof["packages"]]
-        out += ["", "| top 20 functions by self time | package | self % |", "|---|---|---:|"]
-        out += [f"| `{where}` | {package} | {share:.1f} |" for package, where, share in prof["functions"]]
+    for tracing, one in (prof or {}).items():
+        out += profile_section(one, tracing, meta["command"])
     return "\n".join(out) + "\n"
+
+
+def profile_section(prof: dict, tracing: str, command: str) -> list[str]:
+    out = [
+        "",
+        f"### Where HEAD's CPU goes (py-spy, c=8, not streaming, tracing {tracing})",
+        "",
+        f"`{command}` sampled app B with {prof['tool']} for {prof['seconds']:.0f} s while the load "
+        f"client kept it busy (`py-spy record --pid PID --rate {PROFILE_RATE} --nonblocking --gil --format raw "
+        "--full-filenames`, through `uv run --no-project --with py-spy`): "
+        f"{prof['samples']:,} samples of the thread holding the GIL, while serving {prof['requests']:,} requests "
+        f"({prof['errors']} errors, {prof['cpu_ms']:.2f} ms CPU/request under sampling). `--gil` because "
+        "py-spy's idle detection counted waiting threads (the thread pool's queue, the trace pruner's sleep) as "
+        "busy here; so C code that releases the GIL (socket calls, epoll, file writes) is not in these shares. Self "
+        "is the share of samples whose innermost Python frame is in the package (C code counts for the Python "
+        "function that called it); inclusive is the share with the package anywhere on the stack.",
+        "",
+        "| package | self % | inclusive % |",
+        "|---|---:|---:|",
+    ]
+    out += [f"| {name} | {own:.1f} | {incl:.1f} |" for name, own, incl in prof["packages"]]
+    out += ["", "| top 20 functions by self time | package | self % |", "|---|---|---:|"]
+    out += [f"| `{where}` | {package} | {share:.1f} |" for package, where, share in prof["functions"]]
+    if tracing == "on":
+        out += ["", "| MLflow's functions by inclusive share | inclusive % |", "|---|---:|"]
+        out += [f"| `{where}` | {share:.1f} |" for where, share in prof["mlflow"]]
+    return out
 
 
 def add_app_arguments(parser: argparse.ArgumentParser, what: str) -> None:
@@ -714,7 +744,7 @@ async def main_async(args: argparse.Namespace) -> str:
                         cells[app.key, tracing, mode, concurrency] = cell
             runs.append(cells)
         if args.profile:
-            prof = await profile(apps[1], stub_url, work, settings, args.uv)
+            prof = {tracing: await profile(apps[1], stub_url, work, settings, args.uv, tracing) for tracing in TRACING}
     finally:
         stub.terminate()
         stub.wait(10)
@@ -740,7 +770,9 @@ def main() -> None:
     parser.add_argument("--label-b", default="HEAD")
     parser.add_argument("--runs", type=int, default=None, help="run pairs (default 3; 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few requests, one run")
-    parser.add_argument("--profile", action="store_true", help="also profile B with py-spy (c=8, not streaming)")
+    parser.add_argument(
+        "--profile", action="store_true", help="also profile B with py-spy (c=8, not streaming, tracing off and on)"
+    )
     parser.add_argument("--uv", default="uv", help="the uv that runs py-spy (uv run --with py-spy)")
     parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
     parser.add_argument("--command", default="scripts/benchmark serve", help="how the run was started (for the report)")

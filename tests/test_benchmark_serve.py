@@ -127,6 +127,7 @@ def test_profile_summary_groups_frames_by_package() -> None:
     assert shares["openai"] == (75.0, 75.0) and shares["agent_server"] == (25.0, 25.0)
     assert shares["uvicorn/starlette/fastapi"] == (0.0, 75.0) and shares["asyncio"] == (0.0, 100.0)
     assert functions[0] == ("openai", "_transform (openai/_utils/_transform.py)", 75.0)
+    assert serve.inclusive_functions(raw, "agents") == [("run (agents/run.py)", 75.0)]
 
 
 sys.path.insert(0, str(ROOT / "benchmarks"))  # test_suite.py imports serve.py by its name, as a script does
@@ -165,3 +166,26 @@ def test_the_suite_benchmark_reads_pytest_reports_and_names_the_tests_that_got_s
     after = [suite_run(tmp_path, "c1", fast=0.4, slow=1.2)]
     assert suite.slower_tests(before, after) == []
     assert suite.common_seconds(before, after) == (3, pytest.approx(2.2), pytest.approx(1.7))
+
+
+garbage = load_module("benchmark_garbage", ROOT / "benchmarks" / "garbage.py")
+
+
+def test_the_garbage_benchmark_names_the_cycle_that_keeps_a_run_result() -> None:
+    class RunResultStreaming:
+        pass
+
+    result = RunResultStreaming()
+
+    def cleanup() -> object:
+        return result
+
+    result.cleanup = cleanup  # type: ignore[attr-defined]
+    assert cleanup.__closure__ is not None
+    found = [result, result.__dict__, cleanup, cleanup.__closure__, cleanup.__closure__[0], object()]
+    path = garbage.cycle_through(found, "RunResultStreaming")
+    assert path is not None
+    assert path.startswith("RunResultStreaming → dict → function ") and path.endswith(
+        "→ tuple → cell → RunResultStreaming"
+    )
+    assert garbage.cycle_through(found, "RunResult") is None
