@@ -133,6 +133,8 @@ def name_conversation(turn: Any) -> None:
         return
     import mlflow  # already imported by the server that calls this
 
+    if mlflow.get_current_active_span() is None:
+        return  # this request is not traced (MLFLOW_TRACE_SAMPLING_RATIO): MLflow would warn on every request
     try:
         mlflow.update_current_trace(
             metadata={"mlflow.trace.session": turn.conversation_id, "mlflow.trace.user": turn.owner}

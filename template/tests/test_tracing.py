@@ -120,6 +120,19 @@ def test_a_traced_value_json_cannot_encode_costs_no_search_for_an_absent_package
     assert [name for name in recorder.looked_up if name.startswith("llama_index")] == []
 
 
+def test_an_untraced_request_with_memory_on_logs_no_warning(tmp_path):
+    """With nothing sampled, naming the conversation on a trace that does not exist made MLflow warn
+    ("No active trace found") on every request."""
+    env = app_env(LLM_PROVIDER="offline", MLFLOW_TRACE_SAMPLING_RATIO="0", HOME=str(tmp_path))
+    started = StartedApp(env)
+    with started as url, httpx.Client(base_url=url, timeout=60) as client:
+        chat = Chat(client, stream=False)
+        for chat.stream in (False, True):
+            assert "I saw" in reply_text(chat.send("Hello"))
+    assert "conversations kept in" in started.output and "sqlite" in started.output.lower(), started.output
+    assert "No active trace" not in started.output, started.output
+
+
 # Each ratio in turn, in one process: configure() decides again from the environment each time it is called.
 SDK_TRACING_STATES = """
 import json, os, sys
