@@ -140,9 +140,11 @@ def main() -> None:
     for number in range(args.runs):
         for app in apps if number % 2 == 0 else apps[::-1]:
             suite = run_suite(app.path, work / f"run{number}-{app.key}.xml")
-            serve.log(
-                f"run {number + 1} {app.key}: {len(suite.tests)} tests, {suite.failed} failed, "
-                f"{suite.wall_seconds:.0f} s"
+            print(
+                f"tests: run {number + 1} {app.key}: {len(suite.tests)} tests, {suite.failed} failed, "
+                f"{suite.wall_seconds:.0f} s",
+                file=sys.stderr,
+                flush=True,
             )
             runs[app.key].append(suite)
     if any(run.failed for suite in runs.values() for run in suite):
