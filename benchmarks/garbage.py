@@ -168,7 +168,8 @@ def measure_here(folder: Path) -> dict:
 
 def report(apps: list[tuple[str, dict]], command: str) -> str:
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
-    out = [HEADING, "", f"Made by `{command}` on {date}; {REQUESTS} requests per mode. " + __doc__.split("\n\n", 1)[1]]
+    method = " ".join(__doc__.split("\n\n", 1)[1].split("The app is", 1)[1].split())
+    out = [HEADING, "", f"Made by `{command}` on {date}; {REQUESTS} requests per mode. The app is {method}"]
     out += ["", "| app | mode | objects in cycles per request | most common (per request) | tasks among them |"]
     out.append("|---|---|---:|---|---|")
     for label, modes in apps:
