@@ -87,8 +87,7 @@ def check_database() -> str:
 
     where = current.url.render_as_string(hide_password=True) if current.url else ""
     if current.backend == "sqlite":
-        # Opened here first, without a thread: aiosqlite stops the thread of a connection that failed by a
-        # call into the event loop, which asyncio.run may have closed by then (a traceback after the reason).
+        # Opened here first, so that a file that cannot be opened is the one-line reason, not a traceback.
         try:
             sqlite3.connect(current.url.database or "").close()  # type: ignore[union-attr]
         except sqlite3.Error as error:

@@ -77,11 +77,13 @@ class MemorySettings:
 
 
 def database_url(backend: Backend, env: Mapping[str, str]) -> sa.URL:
-    """The SQLAlchemy URL, with the async driver of `backend`."""
+    """The SQLAlchemy URL: the standard library's sqlite3 for SQLite (memory_store.py runs it in a thread of its
+    own), asyncpg for PostgreSQL."""
     raw = (env.get("MEMORY_DATABASE_URL") or "").strip()
     if backend == "sqlite":
-        path = raw.removeprefix("sqlite:///").removeprefix("sqlite+aiosqlite:///") or SQLITE_FILE
-        return sa.URL.create("sqlite+aiosqlite", database=str(Path(path).expanduser().resolve()))
+        for prefix in ("sqlite:///", "sqlite+pysqlite:///", "sqlite+aiosqlite:///"):  # the last: releases before 0.2
+            raw = raw.removeprefix(prefix)
+        return sa.URL.create("sqlite+pysqlite", database=str(Path(raw or SQLITE_FILE).expanduser().resolve()))
     if raw:
         try:
             url = sa.make_url(raw)

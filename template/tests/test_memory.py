@@ -8,8 +8,10 @@ Every test runs on SQLite, and on PostgreSQL too when MEMORY_TEST_POSTGRES_URL n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
@@ -253,30 +255,38 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
     old_id = f"old-{uuid.uuid4()}"
     from agent_server.app import app
 
-    async def write_rows() -> None:
-        engine = create_async_engine(memory.settings().url)
-        async with engine.begin() as connection:
-            await connection.execute(
+    def insert_rows(connection: sa.Connection) -> None:
+        connection.execute(
+            sa.text(
+                "INSERT INTO agent_conversations (owner, id, title, created_at, updated_at) "
+                "VALUES (:owner, :id, 'old', 0, :now)"
+            ),
+            {"owner": ADA, "id": old_id, "now": time.time()},
+        )
+        for seq, item in enumerate(rows):
+            connection.execute(
                 sa.text(
-                    "INSERT INTO agent_conversations (owner, id, title, created_at, updated_at) "
-                    "VALUES (:owner, :id, 'old', 0, :now)"
+                    "INSERT INTO agent_conversation_items (owner, conversation_id, seq, starts_turn, format, item) "
+                    "VALUES (:owner, :id, :seq, :starts, 1, :item)"
                 ),
-                {"owner": ADA, "id": old_id, "now": time.time()},
+                {
+                    "owner": ADA,
+                    "id": old_id,
+                    "seq": seq,
+                    "starts": item.get("role") == "user",
+                    "item": json.dumps(item),
+                },
             )
-            for seq, item in enumerate(rows):
-                await connection.execute(
-                    sa.text(
-                        "INSERT INTO agent_conversation_items (owner, conversation_id, seq, starts_turn, format, item) "
-                        "VALUES (:owner, :id, :seq, :starts, 1, :item)"
-                    ),
-                    {
-                        "owner": ADA,
-                        "id": old_id,
-                        "seq": seq,
-                        "starts": item.get("role") == "user",
-                        "item": json.dumps(item),
-                    },
-                )
+
+    async def write_rows() -> None:
+        url = memory.settings().url
+        if url.get_backend_name() == "sqlite":  # the standard library's driver, which has no async form
+            with sa.create_engine(url).begin() as connection:
+                insert_rows(connection)
+            return
+        engine = create_async_engine(url)
+        async with engine.begin() as connection:
+            await connection.run_sync(insert_rows)
         await engine.dispose()
 
     with TestClient(app, headers={"x-test-user": ADA}) as client:
@@ -302,11 +312,11 @@ def test_with_memory_off_the_client_keeps_the_history(api_mode, model_log, monke
 
 def test_a_database_written_by_a_newer_release_is_refused(tmp_path):
     async def newer_then_open() -> str:
-        url = sa.URL.create("sqlite+aiosqlite", database=str(tmp_path / "newer.db"))
+        url = sa.URL.create("sqlite+pysqlite", database=str(tmp_path / "newer.db"))
         store = Store(url)
         await store.open()
-        async with store.engine.begin() as connection:
-            await connection.execute(sa.text("UPDATE agent_memory_schema SET version = 99"))
+        with contextlib.closing(sqlite3.connect(url.database or "")) as database, database:
+            database.execute("UPDATE agent_memory_schema SET version = 99")
         try:
             await store.open()
         except SchemaTooNew as error:

@@ -119,7 +119,7 @@ def test_health_keeps_answering_while_the_largest_allowed_request_is_served():
         ({"MEMORY_BACKEND": "redis"}, "MEMORY_BACKEND='redis' is not one of none, sqlite, postgres"),
         (
             {"MEMORY_DATABASE_URL": "/proc/no-such-folder/conversations.db"},
-            "conversation memory (sqlite, sqlite+aiosqlite:",
+            "conversation memory (sqlite, sqlite+pysqlite:",
         ),
         ({"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": "mysql://db/x"}, "must be a postgresql:// URL"),
         ({"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": ""}, "needs MEMORY_DATABASE_URL, or PGHOST"),
