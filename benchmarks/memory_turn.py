@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import platform
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -200,7 +201,8 @@ def main() -> None:
         server_version = pg.psql("SHOW server_version")
         seconds = asyncio.run(measure(pg.url, folder))
 
-    packages = ", ".join(f"{name} {version(name)}" for name in ("sqlalchemy", "asyncpg", "aiosqlite"))
+    packages = ", ".join(f"{name} {version(name)}" for name in ("sqlalchemy", "asyncpg"))
+    packages += f", SQLite {sqlite3.sqlite_version} (Python's sqlite3)"
     print(
         f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores (shared machine); "
         f"{packages}; PostgreSQL {server_version} (local, loopback, fsync off).\n"
