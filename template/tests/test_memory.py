@@ -310,6 +310,27 @@ def test_with_memory_off_the_client_keeps_the_history(api_mode, model_log, monke
         assert client.get("/conversations").status_code == 404
 
 
+def test_a_turn_cancelled_while_it_takes_its_lease_gives_the_lease_back(backend):
+    """A request stopped while its store call runs (a client that hung up): the transaction runs to its end in
+    the store's thread, and the lease it took is given back, so the next turn is not refused as busy."""
+
+    async def cancel_then_start_again() -> list[dict]:
+        store = Store(memory.settings().url)
+        await store.open()
+        try:
+            conversation_id = str(uuid.uuid4())
+            first = asyncio.ensure_future(store.start_turn(ADA, conversation_id, "first", 300))
+            await asyncio.sleep(0)  # the call is under way
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            return [stored.item for stored in await store.start_turn(ADA, conversation_id, "second", 300)]
+        finally:
+            await store.close()
+
+    assert asyncio.run(cancel_then_start_again()) == []
+
+
 def test_a_database_written_by_a_newer_release_is_refused(tmp_path):
     async def newer_then_open() -> str:
         url = sa.URL.create("sqlite+pysqlite", database=str(tmp_path / "newer.db"))
