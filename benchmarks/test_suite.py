@@ -68,24 +68,31 @@ def run_suite(app: Path, report: Path) -> SuiteRun:
     return SuiteRun(wall, tests, failed)
 
 
+def common_medians(before: list[SuiteRun], after: list[SuiteRun]) -> dict[str, tuple[float, float]]:
+    """Each test both suites have, with its median seconds over the runs before and after."""
+    common = set.intersection(*(set(run.tests) for run in before + after))
+    return {
+        test_id: (
+            statistics.median(run.tests[test_id] for run in before),
+            statistics.median(run.tests[test_id] for run in after),
+        )
+        for test_id in sorted(common)
+    }
+
+
 def slower_tests(before: list[SuiteRun], after: list[SuiteRun]) -> list[tuple[str, float, float]]:
     """The tests in both suites that got slower (see the module's doc): (id, median seconds before, after)."""
-    common = set.intersection(*(set(run.tests) for run in before + after))
-    found = []
-    for test_id in sorted(common):
-        old = statistics.median(run.tests[test_id] for run in before)
-        new = statistics.median(run.tests[test_id] for run in after)
-        if new > old * SLOWER_RATIO and new - old >= SLOWER_SECONDS:
-            found.append((test_id, old, new))
-    return found
+    return [
+        (test_id, old, new)
+        for test_id, (old, new) in common_medians(before, after).items()
+        if new > old * SLOWER_RATIO and new - old >= SLOWER_SECONDS
+    ]
 
 
 def common_seconds(before: list[SuiteRun], after: list[SuiteRun]) -> tuple[int, float, float]:
     """How many tests both suites have, and their summed median seconds before and after."""
-    common = set.intersection(*(set(run.tests) for run in before + after))
-    old = sum(statistics.median(run.tests[test_id] for run in before) for test_id in common)
-    new = sum(statistics.median(run.tests[test_id] for run in after) for test_id in common)
-    return len(common), old, new
+    medians = common_medians(before, after).values()
+    return len(medians), sum(old for old, _ in medians), sum(new for _, new in medians)
 
 
 def report(apps: list[serve.App], runs: dict[str, list[SuiteRun]], args: argparse.Namespace, minutes: float) -> str:
