@@ -23,6 +23,9 @@ model's failure here, and UpstreamErrors, which sees the response go out, replac
 A streamed response has sent its 200 before the model is called, so there the failure is
 an `error` event in the stream instead. A `param` the model names (`input[5]`, or in
 chat-completions mode `messages.[6]`) is turned into the index of the client's own item.
+
+The SDK and the openai client are imported on first use, not with this module: start-app checks the settings
+of the modules that import this one before it loads them (seconds of imports).
 """
 
 from __future__ import annotations
@@ -33,13 +36,13 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
-from agents.exceptions import MaxTurnsExceeded
-from agents.models.chatcmpl_converter import Converter
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    import openai
 
 TYPES = {
     400: "invalid_request_error",
@@ -61,7 +64,14 @@ INPUT_SOURCES = "agent_server.input_sources"
 # Model statuses passed on as they are; any other 4xx is the client's request (400), anything else is ours (502).
 PASSED_ON = frozenset({429})
 OUR_FAULT = frozenset({401, 403, 404})
-MODEL_FAILURES = (openai.APIError, MaxTurnsExceeded)
+
+
+def model_failures() -> tuple[type[BaseException], ...]:
+    """The exceptions that are the model's failures: a handler records them for UpstreamErrors."""
+    import openai
+    from agents.exceptions import MaxTurnsExceeded
+
+    return (openai.APIError, MaxTurnsExceeded)
 
 
 class BadRequest(ValueError):
@@ -210,11 +220,16 @@ class _LazyMessageCounts:
         return len(self.items)
 
     def __getitem__(self, k: int) -> int:
+        from agents.models.chatcmpl_converter import Converter
+
         return len(Converter.items_to_messages(self.items[: k + 1]))
 
 
 def status_and_message(error: BaseException) -> tuple[int, str, str | None, dict[str, str]]:
     """(status, message, param, headers) for a model failure, or a failure that says its own `http_status`."""
+    import openai
+    from agents.exceptions import MaxTurnsExceeded
+
     if isinstance(getattr(error, "http_status", None), int):
         return error.http_status, str(error), None, {}  # type: ignore[attr-defined]
     if isinstance(error, MaxTurnsExceeded):

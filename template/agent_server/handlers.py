@@ -94,7 +94,7 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
         errors.record_input(history, has_instructions=owners_agent.instructions is not None)
         try:
             result = await Runner.run(owners_agent, sdk_input(history), run_config=RUN_CONFIG)
-        except errors.MODEL_FAILURES as error:
+        except errors.model_failures() as error:
             errors.record(error)  # errors.UpstreamErrors answers with the status that says why, not a 500
             raise
     output = ReplayableOutput()

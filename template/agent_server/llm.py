@@ -15,7 +15,8 @@
 A deployed app (Databricks Apps sets DATABRICKS_APP_NAME; elsewhere set APP_ENV=production)
 refuses the offline model unless LLM_ALLOW_OFFLINE=true, so it never gives canned answers by accident.
 
-Nothing here touches the network at import time: clients are built on first use.
+Nothing here touches the network at import time: clients are built on first use. Nor does it import the SDK
+or the openai client, which take a second or more: start-app checks these settings before anything loads them.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ import functools
 import os
 from collections.abc import AsyncGenerator, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
-from agents import Model, OpenAIChatCompletionsModel, OpenAIResponsesModel
-from openai import AsyncOpenAI
 
 from agent_server import defaults
 from agent_server.history import API_MODES, ApiMode
-from agent_server.output_items import UniqueCallIds
+
+if TYPE_CHECKING:
+    from agents import Model
+    from openai import AsyncOpenAI
 
 Provider = Literal["openai", "databricks", "offline"]
 
@@ -119,6 +121,10 @@ def model(current: LLMSettings | None = None) -> Model:
 
 @functools.lru_cache(maxsize=8)
 def _model(current: LLMSettings) -> Model:
+    from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel
+
+    from agent_server.output_items import UniqueCallIds
+
     client = _client(current.provider, current.base_url)
     if current.api == "responses":
         return UniqueCallIds(OpenAIResponsesModel(model=current.model, openai_client=client))
@@ -127,6 +133,8 @@ def _model(current: LLMSettings) -> Model:
 
 @functools.lru_cache(maxsize=4)
 def _client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
+    from openai import AsyncOpenAI
+
     if provider == "offline":
         from agent_server.offline import offline_client
 

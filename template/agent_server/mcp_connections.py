@@ -25,7 +25,6 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Generator, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -35,7 +34,7 @@ from mcp.types import TextContent
 from mlflow.entities import SpanType
 
 from agent_server import approvals, llm
-from agent_server.mcp_servers import McpServerSpec
+from agent_server.mcp_servers import ConnectionSettings, McpServerSpec
 
 logger = logging.getLogger(__name__)
 
@@ -74,30 +73,11 @@ class CappedOutputServer(MCPServerStreamableHttp):
         return result
 
 
-@dataclass
-class Settings:
-    connect_timeout: float
-    timeout: float
-    tools_ttl: float
-    retry_every: float
-    max_output_chars: int
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        return cls(
-            connect_timeout=llm.env_number("MCP_CONNECT_TIMEOUT_SECONDS", 10),
-            timeout=llm.env_number("MCP_TIMEOUT_SECONDS", 30),
-            tools_ttl=llm.env_number("MCP_TOOLS_TTL_SECONDS", 300),
-            retry_every=llm.env_number("MCP_RETRY_SECONDS", 30),
-            max_output_chars=int(llm.env_number("MCP_MAX_OUTPUT_CHARS", 20_000)),
-        )
-
-
 class McpConnections:
     """The process's MCP connections: opened at start-up, retried while down or dropped, closed at shutdown."""
 
-    def __init__(self, specs: Iterable[McpServerSpec], settings: Settings | None = None) -> None:
-        self.settings = settings or Settings.from_env()
+    def __init__(self, specs: Iterable[McpServerSpec], settings: ConnectionSettings | None = None) -> None:
+        self.settings = settings or ConnectionSettings.from_env()
         self.specs = list(specs)
         self.servers = [self._server(spec) for spec in self.specs]
         self.manager = MCPServerManager(

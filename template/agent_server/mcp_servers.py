@@ -37,6 +37,28 @@ class McpServerSpec:
         return self.name or self.url
 
 
+@dataclass
+class ConnectionSettings:
+    """How the MCP connections behave (the MCP_* variables in mcp_connections.py); read here, where start-app checks
+    them before it loads the SDK."""
+
+    connect_timeout: float
+    timeout: float
+    tools_ttl: float
+    retry_every: float
+    max_output_chars: int
+
+    @classmethod
+    def from_env(cls) -> ConnectionSettings:
+        return cls(
+            connect_timeout=llm.env_number("MCP_CONNECT_TIMEOUT_SECONDS", 10),
+            timeout=llm.env_number("MCP_TIMEOUT_SECONDS", 30),
+            tools_ttl=llm.env_number("MCP_TOOLS_TTL_SECONDS", 300),
+            retry_every=llm.env_number("MCP_RETRY_SECONDS", 30),
+            max_output_chars=int(llm.env_number("MCP_MAX_OUTPUT_CHARS", 20_000)),
+        )
+
+
 def uc_functions(catalog: str, schema: str, require_approval: bool | Iterable[str] = False) -> McpServerSpec:
     """Unity Catalog functions in `catalog.schema`, as tools (Databricks managed MCP)."""
     return _managed(f"functions/{catalog}/{schema}", f"uc-{catalog}-{schema}", require_approval)

@@ -63,11 +63,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         log_config = logs.log_config(os.environ)
         current = llm.check_configuration()
-        # Their number settings (limits) are read as they load: a bad one stops start-app here, in one line.
-        from agent_server import mcp_connections, mcp_servers, memory, request_guard, tracing  # noqa: F401
+        # Their number settings (limits) are read as they load: a bad one stops start-app here, in one line. None
+        # of these loads the SDK, the openai client or MLflow (seconds of imports), so a bad setting says so at once.
+        from agent_server import mcp_servers, memory, request_guard, tracing  # noqa: F401
 
         tracing.Limits.from_env()
-        mcp_connections.Settings.from_env()
+        mcp_servers.ConnectionSettings.from_env()
         mcp_servers.from_env()
         kept = memory.check_database()  # a database that is down or too new stops start-app here, in one line
     except llm.ConfigurationError as error:

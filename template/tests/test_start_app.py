@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 import time
 
@@ -135,6 +136,23 @@ def test_memory_that_cannot_work_stops_start_app_with_the_reason(env, says):
     assert result.returncode != 0
     assert result.stderr.startswith("start-app: ") and says in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_settings_are_checked_before_the_sdk_openai_or_mlflow_loads():
+    """start-app checks every setting before it imports what serving needs (seconds of imports), so a bad one
+    says so at once. The database is checked last of all: when it fails, none of those is loaded yet."""
+    check = (
+        "import sys\n"
+        "from agent_server import start_server\n"
+        "try:\n    start_server.main(['--port', '1'])\n"
+        "except SystemExit as stop:\n    print(stop)\n"
+        "print(sorted({name.partition('.')[0] for name in sys.modules} & {'agents', 'openai', 'mlflow', 'fastapi'}))\n"
+    )
+    env = app_env(LLM_PROVIDER="offline", MEMORY_DATABASE_URL="/proc/no-such-folder/conversations.db")
+    result = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=60)
+    said, loaded = result.stdout.strip().splitlines()
+    assert said.startswith("start-app: conversation memory (sqlite,"), result.stdout + result.stderr
+    assert loaded == "[]", f"loaded before the settings were checked: {loaded}"
 
 
 def test_start_app_reads_dot_env_and_the_environment_wins(tmp_path):
