@@ -40,9 +40,10 @@ from agent_server.errors import BadRequest
 from agent_server.history import ApiMode, HistoryError, Rendered, render_each
 from agent_server.memory_lakebase import LakebaseToken
 from agent_server.memory_merge import Merge, merge
+from agent_server.memory_schema import SchemaTooNew
 from agent_server.memory_settings import enabled as enabled  # callers ask memory.enabled()
 from agent_server.memory_settings import settings
-from agent_server.memory_store import Busy, SchemaTooNew, Store, StoredItem, Unavailable
+from agent_server.memory_store import Busy, Store, StoredItem, Unavailable
 from agent_server.offload import INLINE_ITEMS, cpu_work
 
 logger = logging.getLogger(__name__)

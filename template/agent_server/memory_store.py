@@ -1,14 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Where conversations are kept: SQLite or PostgreSQL, through SQLAlchemy (one schema, one query code).
 
-Two tables: `agent_conversations` (one row per owner and conversation id, with the turn lease)
-and `agent_conversation_items` (the conversation's items in order, as history.render_each
-renders them, in JSON). A third, `agent_memory_schema`, holds the schema version.
-
-The schema changes only forward: MIGRATIONS[n] takes a database from version n-1 to n, and
-`open` runs the ones a database has not had, in one transaction, at start-up. A migration,
-once released, never changes; a new release adds the next one. A database written by a newer
-release is refused rather than guessed at.
+The tables and their forward-only migrations are in memory_schema.py; `open` brings a database up to date.
 
 Two requests in one conversation never interleave: a turn first takes the conversation's lease
 (a conditional UPDATE, which holds across app instances on one database), and the second gets
@@ -32,42 +25,9 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from agent_server.memory_schema import ITEM_FORMAT, SchemaTooNew, conversations, items, migrate
+
 T = TypeVar("T")
-
-SCHEMA_VERSION = 1
-ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
-
-metadata = sa.MetaData()
-schema_table = sa.Table("agent_memory_schema", metadata, sa.Column("version", sa.Integer, nullable=False))
-conversations = sa.Table(
-    "agent_conversations",
-    metadata,
-    sa.Column("owner", sa.String(320), primary_key=True),
-    sa.Column("id", sa.String(200), primary_key=True),
-    sa.Column("title", sa.String(200), nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("updated_at", sa.Float, nullable=False, index=True),
-    sa.Column("lease", sa.String(64)),
-    sa.Column("lease_until", sa.Float),
-)
-items = sa.Table(
-    "agent_conversation_items",
-    metadata,
-    sa.Column("owner", sa.String(320), primary_key=True),
-    sa.Column("conversation_id", sa.String(200), primary_key=True),
-    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("starts_turn", sa.Boolean, nullable=False),  # a user message: where retention may cut
-    sa.Column("format", sa.Integer, nullable=False),
-    sa.Column("item", sa.Text, nullable=False),
-    sa.Column("item_id", sa.Text),
-)
-
-
-def _version_1(connection: sa.Connection) -> None:
-    metadata.create_all(connection, tables=[conversations, items])
-
-
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1}
 
 
 class Unavailable(RuntimeError):
@@ -76,10 +36,6 @@ class Unavailable(RuntimeError):
 
 class Busy(RuntimeError):
     """Another turn of this conversation is running (a 409)."""
-
-
-class SchemaTooNew(RuntimeError):
-    """The database was written by a newer release of the template."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +82,7 @@ class Store:
 
     async def open(self) -> None:
         """Connect, and bring the schema up to SCHEMA_VERSION."""
-        await self._run(_migrate, write=True)
+        await self._run(migrate, write=True)
 
     async def close(self) -> None:
         if self.sqlite:
@@ -331,23 +287,6 @@ def _keep_newest(connection: sa.Connection, owner: str, conversation_id: str, ma
     cuts = [seq for position, (seq, starts) in enumerate(rows) if starts and len(rows) - position <= max_items]
     cut = cuts[0] if cuts else rows[-1].seq  # one turn longer than the limit: keep from its last item
     connection.execute(items.delete().where(_items_of(owner, conversation_id), items.c.seq < cut))
-
-
-def _migrate(connection: sa.Connection) -> None:
-    if connection.dialect.name == "postgresql":  # instances starting together migrate one at a time
-        connection.execute(sa.text("SELECT pg_advisory_xact_lock(7305243101)"))
-    schema_table.create(connection, checkfirst=True)
-    version = connection.scalar(sa.select(sa.func.max(schema_table.c.version))) or 0
-    if version > SCHEMA_VERSION:
-        raise SchemaTooNew(
-            f"the conversation database is at schema version {version}, written by a newer release of this app "
-            f"(this one knows up to {SCHEMA_VERSION}); update the app, or point MEMORY_DATABASE_URL elsewhere"
-        )
-    for step in range(version + 1, SCHEMA_VERSION + 1):
-        MIGRATIONS[step](connection)
-    if version < SCHEMA_VERSION:
-        connection.execute(schema_table.delete())
-        connection.execute(schema_table.insert().values(version=SCHEMA_VERSION))
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -25,7 +25,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from support import Conversation, ServerThread, post_turn, reply_text
 
 from agent_server import agent, llm, memory, memory_settings
-from agent_server.memory_store import ITEM_FORMAT, SchemaTooNew, Store
+from agent_server.memory_schema import ITEM_FORMAT, SchemaTooNew
+from agent_server.memory_store import Store
 
 BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
 ADA, BOB = "ada@example.com", "bob@example.com"

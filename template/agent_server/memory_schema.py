@@ -1,0 +1,75 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Conversation memory's tables, and the migrations that bring a database to this release's schema.
+
+Two tables: `agent_conversations` (one row per owner and conversation id, with the turn lease)
+and `agent_conversation_items` (the conversation's items in order, as history.render_each
+renders them, in JSON). A third, `agent_memory_schema`, holds the schema version.
+
+The schema changes only forward: MIGRATIONS[n] takes a database from version n-1 to n, and
+memory_store's `open` runs the ones a database has not had, in one transaction, at start-up. A
+migration, once released, never changes; a new release adds the next one. A database written by
+a newer release is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+SCHEMA_VERSION = 1
+ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
+
+metadata = sa.MetaData()
+schema_table = sa.Table("agent_memory_schema", metadata, sa.Column("version", sa.Integer, nullable=False))
+conversations = sa.Table(
+    "agent_conversations",
+    metadata,
+    sa.Column("owner", sa.String(320), primary_key=True),
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("title", sa.String(200), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False, index=True),
+    sa.Column("lease", sa.String(64)),
+    sa.Column("lease_until", sa.Float),
+)
+items = sa.Table(
+    "agent_conversation_items",
+    metadata,
+    sa.Column("owner", sa.String(320), primary_key=True),
+    sa.Column("conversation_id", sa.String(200), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("starts_turn", sa.Boolean, nullable=False),  # a user message: where retention may cut
+    sa.Column("format", sa.Integer, nullable=False),
+    sa.Column("item", sa.Text, nullable=False),
+    sa.Column("item_id", sa.Text),
+)
+
+
+def _version_1(connection: sa.Connection) -> None:
+    metadata.create_all(connection, tables=[conversations, items])
+
+
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1}
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was written by a newer release of the template."""
+
+
+def migrate(connection: sa.Connection) -> None:
+    """Bring the database to SCHEMA_VERSION, in the caller's transaction; SchemaTooNew if it is past it."""
+    if connection.dialect.name == "postgresql":  # instances starting together migrate one at a time
+        connection.execute(sa.text("SELECT pg_advisory_xact_lock(7305243101)"))
+    schema_table.create(connection, checkfirst=True)
+    version = connection.scalar(sa.select(sa.func.max(schema_table.c.version))) or 0
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"the conversation database is at schema version {version}, written by a newer release of this app "
+            f"(this one knows up to {SCHEMA_VERSION}); update the app, or point MEMORY_DATABASE_URL elsewhere"
+        )
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        MIGRATIONS[step](connection)
+    if version < SCHEMA_VERSION:
+        connection.execute(schema_table.delete())
+        connection.execute(schema_table.insert().values(version=SCHEMA_VERSION))
