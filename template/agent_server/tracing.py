@@ -101,21 +101,35 @@ def configure(env: MutableMapping[str, str] | None = None) -> None:
     mlflow.tracing.enable()
 
 
-# mlflow-skinny 3.17's span encoder (mlflow/tracing/utils, TraceJSONEncoder._is_safe_to_encode_str) imports
-# these for every value JSON cannot encode by itself, to check for their stream types.
-ENCODER_OPTIONAL_PACKAGES = ("llama_index",)
+# What mlflow-skinny 3.17 imports for every trace, or every value it encodes, to find out whether it runs in
+# a notebook, on a Databricks cluster or beside another library; in a served app each of them fails.
+MLFLOW_PROBES = (
+    # span encoder (mlflow/tracing/utils, TraceJSONEncoder._is_safe_to_encode_str), for each value JSON cannot
+    # encode by itself, some 20 per model call (openai's `omit`): its stream types are not safe to print
+    "llama_index.core.base.response.schema",
+    "IPython",  # notebook display of traces (mlflow/tracing/display), once or more per trace
+    "dbruntime.databricks_repl_context",  # Databricks notebook context (mlflow/utils/databricks_utils), per trace
+    "pyspark",  # Spark task properties (mlflow/utils/databricks_utils), per trace
+    "openai.resources.beta.chat.completions",  # the openai client span's type (mlflow/openai/autolog); not in openai 2+
+)
 
 
 def skip_absent_package_lookups() -> None:
-    """Mark the packages the span encoder tries to import as absent, when they are not installed.
+    """Mark the modules MLflow probes for (MLFLOW_PROBES) as absent, when they are not installed.
 
-    Each value JSON cannot encode (openai's `omit`, one for each parameter a model call leaves unset: some 20 per
-    call) made that import search every folder on sys.path and fail: about a tenth of a traced request's CPU.
-    A None in sys.modules makes the same import fail at once, as it would have failed anyway.
+    Each probe made an import search every folder on sys.path and fail, several times per request: about a tenth
+    of a traced request's CPU. A None in sys.modules makes the same import fail at once, as it would have anyway.
     """
-    for name in ENCODER_OPTIONAL_PACKAGES:
-        if name not in sys.modules and importlib.util.find_spec(name) is None:
+    for name in MLFLOW_PROBES:
+        if name not in sys.modules and not _installed(name):
             sys.modules[name] = None  # type: ignore[assignment]  # what the import system reads as "not there"
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None  # imports the parent packages, if there are any
+    except ModuleNotFoundError:
+        return False  # a parent package is not there
 
 
 def records_nothing(env: Mapping[str, str]) -> bool:

@@ -120,6 +120,25 @@ def test_a_traced_value_json_cannot_encode_costs_no_search_for_an_absent_package
     assert [name for name in recorder.looked_up if name.startswith("llama_index")] == []
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+def test_a_traced_request_searches_for_no_module(app_client, stream):
+    """MLflow (mlflow-skinny 3.17) probes on every trace for what a served app does not have: a notebook, a
+    Databricks cluster, Spark, llama_index (tracing.MLFLOW_PROBES). Each probe searched every folder on sys.path
+    and failed. Once a first request has loaded what requests use, a traced request asks the finders for nothing."""
+    chat = Chat(app_client, stream)
+    chat.send("What time is it?")
+    mlflow.flush_trace_async_logging()
+    recorder = ImportRecorder()
+    sys.meta_path.insert(0, recorder)
+    try:
+        chat.send("And now?")
+        mlflow.flush_trace_async_logging()  # the trace's export too
+    finally:
+        sys.meta_path.remove(recorder)
+    assert mlflow.get_trace(mlflow.get_last_active_trace_id()) is not None
+    assert recorder.looked_up == []
+
+
 def test_an_untraced_request_with_memory_on_logs_no_warning(tmp_path):
     """With nothing sampled, naming the conversation on a trace that does not exist made MLflow warn
     ("No active trace found") on every request."""
