@@ -332,31 +332,47 @@ async def stub_stats(stub_url: str) -> dict:
         return (await client.get(stub_url.removesuffix("/v1") + "/stats")).json()
 
 
-async def measure_process(
-    app: App, tracing: str, run: int, stub_url: str, work: Path, settings: Settings, checks: dict
-) -> dict[tuple[str, int], Cell]:
-    served = Served(app, stub_url, work / f"run{run}-{app.key}-tracing-{tracing}", tracing, settings)
-    cells: dict[tuple[str, int], Cell] = {}
+async def measure_pair(
+    apps: list[App], tracing: str, run: int, stub_url: str, work: Path, settings: Settings, checks: dict
+) -> dict[tuple[str, str, int], Cell]:
+    """One fresh process per app, both up at once; each cell is measured on one app right after the other.
+
+    Pairing cell by cell, seconds apart, keeps the other tenants' load on this shared machine about the same for
+    both sides of a ratio: run by run, a whole process a minute after the other saw ratios swing by 30%. The
+    order within a pair alternates run by run, so neither app always goes first.
+    """
+    order = apps if run % 2 == 0 else apps[::-1]
+    served = {
+        app.key: Served(app, stub_url, work / f"run{run}-{app.key}-tracing-{tracing}", tracing, settings)
+        for app in apps
+    }
+    cells: dict[tuple[str, str, int], Cell] = {}
     try:
-        await served.wait_healthy()
-        await warm_up(served, settings.warmup)
-        seen = collections.Counter((await stub_stats(stub_url))["input_sizes"])
+        for one in served.values():
+            await one.wait_healthy()
+        for one in served.values():
+            await warm_up(one, settings.warmup)
         for mode in MODES:
             for concurrency in CONCURRENCY:
-                cells[mode, concurrency] = cell = await measure_cell(served, mode, concurrency)
-                log(
-                    f"run {run + 1} {app.key} tracing {tracing} {mode} c={concurrency}: {cell.cpu_ms:.2f} ms CPU/req, "
-                    f"{cell.rps:.0f} req/s, p99 {cell.p99:.0f} ms, errors {sum(cell.errors.values())}"
-                )
-        sizes = collections.Counter((await stub_stats(stub_url))["input_sizes"])
-        sizes.subtract(seen)
-        checks.setdefault(("input sizes", app.key), collections.Counter()).update(+sizes)
+                for app in order:
+                    seen = collections.Counter((await stub_stats(stub_url))["input_sizes"])
+                    cells[app.key, mode, concurrency] = cell = await measure_cell(served[app.key], mode, concurrency)
+                    sizes = collections.Counter((await stub_stats(stub_url))["input_sizes"])
+                    sizes.subtract(seen)
+                    checks.setdefault(("input sizes", app.key), collections.Counter()).update(+sizes)
+                    log(
+                        f"run {run + 1} {app.key} tracing {tracing} {mode} c={concurrency}: {cell.cpu_ms:.2f} ms "
+                        f"CPU/req, {cell.rps:.0f} req/s, p99 {cell.p99:.0f} ms, errors {sum(cell.errors.values())}"
+                    )
     finally:
-        served.stop()
-    requests = sum(cell.done + sum(cell.errors.values()) for cell in cells.values()) + settings.warmup
-    checks.setdefault(("traces", app.key, tracing), []).append((count_traces(served.folder), requests))
-    if tracing == "off" and count_traces(served.folder):
-        raise RuntimeError(f"app {app.key} wrote traces with tracing off (MLFLOW_TRACE_SAMPLING_RATIO=0)")
+        for one in served.values():
+            one.stop()
+    for app in apps:
+        done = sum(cell.done + sum(cell.errors.values()) for (key, _, _), cell in cells.items() if key == app.key)
+        folder = served[app.key].folder
+        checks.setdefault(("traces", app.key, tracing), []).append((count_traces(folder), done + settings.warmup))
+        if tracing == "off" and count_traces(folder):
+            raise RuntimeError(f"app {app.key} wrote traces with tracing off (MLFLOW_TRACE_SAMPLING_RATIO=0)")
     return cells
 
 
@@ -608,7 +624,7 @@ def report(
         f"{os.cpu_count()} cores ({cpu_model()}), Linux {os.uname().release}, Python {b.python} in both apps. "
         f"The machine was shared with other engineers' test runs at the time (load average {meta['load_before']} "
         f"at the start, {meta['load_after']} at the end), so absolute figures are noisy: compare the ratios, "
-        "each taken within one run pair (A then B, run by run) before the median over the runs."
+        "each taken within a pair of cells measured one right after the other, before the median over the runs."
     )
     out += ["", f"- A: {a.label}", f"- B: {b.label}", ""]
     out.append("| app | " + " | ".join(VERSIONS) + " |")
@@ -619,7 +635,9 @@ def report(
     out += [
         "",
         f"{settings.runs} run(s); per run and app, one fresh process with tracing off and one with it on, each warmed "
-        f"up with {settings.warmup} requests, then per cell {requests}. Each process is one uvicorn worker "
+        f"up with {settings.warmup} requests, then per cell {requests}. Both apps' processes are up at once, and each "
+        "cell is measured on one app right after the other (A first in odd runs, B first in even ones). "
+        "Each process is one uvicorn worker "
         f"(`start-app --host 127.0.0.1 --port N --workers 1`) pinned to core {SERVER_CORE}; the stub model and the "
         f"httpx load client share core {CLIENT_CORE}. Memory off, chat_completions mode, the whole two-turn history "
         "(with the answer as an id-less assistant output_text message) in every request. CPU ms/req is the app "
@@ -737,11 +755,10 @@ async def main_async(args: argparse.Namespace) -> str:
         for run in range(settings.runs):
             cells: dict = {}
             for tracing in TRACING:
-                for app in apps:  # A then B, run by run
-                    for (mode, concurrency), cell in (
-                        await measure_process(app, tracing, run, stub_url, work, settings, checks)
-                    ).items():
-                        cells[app.key, tracing, mode, concurrency] = cell
+                for (key, mode, concurrency), cell in (
+                    await measure_pair(apps, tracing, run, stub_url, work, settings, checks)
+                ).items():
+                    cells[key, tracing, mode, concurrency] = cell
             runs.append(cells)
         if args.profile:
             prof = {tracing: await profile(apps[1], stub_url, work, settings, args.uv, tracing) for tracing in TRACING}
