@@ -1,8 +1,8 @@
 """Benchmark: serving, HEAD against release 0.1.0, each a real `start-app` process side by side.
 
 Run with `scripts/benchmark serve` (it renders and syncs both apps, then runs this with the template
-repo's own Python, whose dev group has httpx). For each run, app A (0.1.0) and then app B (HEAD) each
-start fresh, once with tracing off and once with it on:
+repo's own Python, whose dev group has httpx). For each run, app A (0.1.0) and app B (HEAD) start fresh
+side by side, once with tracing off and once with it on, and each cell is measured on one right after the other:
 - the app: `<app>/.venv/bin/start-app --host 127.0.0.1 --port N --workers 1` (what `uv run start-app`
   runs, without uv's process in between), one uvicorn process pinned to core 0 (taskset), memory off
   (MEMORY_BACKEND=none), the model a stub (stub_model.py: a fixed reply at once) in chat_completions mode;
@@ -15,8 +15,8 @@ start fresh, once with tracing off and once with it on:
   its peak RSS is VmHWM from /proc/PID/status, reset before each cell (clear_refs).
 Tracing "on" is the default local file store (MLFLOW_TRACKING_URI=file:<temp>/mlruns); "off" is the
 app's documented switch, MLFLOW_TRACE_SAMPLING_RATIO=0, and the run checks that it wrote no trace.
-Every ratio B/A is taken within one run pair, then the median over the runs is reported.
-With --profile, py-spy samples HEAD at concurrency 8, not streaming, tracing off.
+Every ratio B/A is taken within one pair of cells, then the median over the runs is reported.
+With --profile, py-spy samples HEAD at concurrency 8, not streaming, tracing off and on.
 Prints a Markdown section for RESULTS.md (with --write, replaces that section in the file).
 Traffic goes to 127.0.0.1 only; every loop is bounded by a count and by time.
 """
@@ -369,9 +369,9 @@ async def measure_pair(
             one.stop()
     for app in apps:
         done = sum(cell.done + sum(cell.errors.values()) for (key, _, _), cell in cells.items() if key == app.key)
-        folder = served[app.key].folder
-        checks.setdefault(("traces", app.key, tracing), []).append((count_traces(folder), done + settings.warmup))
-        if tracing == "off" and count_traces(folder):
+        traces = count_traces(served[app.key].folder)
+        checks.setdefault(("traces", app.key, tracing), []).append((traces, done + settings.warmup))
+        if tracing == "off" and traces:
             raise RuntimeError(f"app {app.key} wrote traces with tracing off (MLFLOW_TRACE_SAMPLING_RATIO=0)")
     return cells
 
