@@ -38,8 +38,8 @@ import httpx  # noqa: E402
 from agent_server import llm, memory, memory_settings  # noqa: E402
 from agent_server.app import app  # noqa: E402
 from agent_server.history import render_each  # noqa: E402
-from agent_server.memory_settings import MemorySettings  # noqa: E402
-from agent_server.memory_store import Store, StoredItem  # noqa: E402
+from agent_server.memory.settings import MemorySettings  # noqa: E402
+from agent_server.memory.store import Store, StoredItem  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = {10: 21, 1000: 21}  # stored items: timed runs (the long history's requests take most of the time)

@@ -82,7 +82,7 @@ def serving_calls(log: list[dict]) -> list[dict]:
 
 
 # What the Databricks Apps proxy adds to every request it lets through: who is calling. Memory keeps
-# conversations per user (agent_server/memory.py), so a deployed app refuses a request without them.
+# conversations per user (agent_server/memory/), so a deployed app refuses a request without them.
 FORWARDED_USER = {"x-forwarded-user": "4242424242@1234567890123456", "x-forwarded-email": "dev@example.com"}
 
 

@@ -59,7 +59,7 @@ def before_the_render_step(repo: Path) -> None:
 def template_change(repo: Path) -> None:
     """What a template release typically does: a new render rule, wired into the handlers, with a test."""
     append(
-        repo / "template/agent_server/history.py",
+        repo / "template/agent_server/history/render.py",
         textwrap.dedent('''
 
             def strip_byte_order_marks(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -78,7 +78,7 @@ def template_change(repo: Path) -> None:
         handlers,
         textwrap.dedent("""
 
-            from agent_server.history import strip_byte_order_marks  # noqa: E402
+            from agent_server.history.render import strip_byte_order_marks  # noqa: E402
 
             _model_input_without_the_new_rule = model_input
 
@@ -94,7 +94,7 @@ def template_change(repo: Path) -> None:
 
             from support import Chat, reply_text
 
-            from agent_server.history import strip_byte_order_marks
+            from agent_server.history.render import strip_byte_order_marks
 
 
             def test_the_rule():
@@ -293,7 +293,7 @@ def test_customised_app_keeps_its_changes_and_gets_the_template_change(versions,
     assert OWNER_README in now["README.md"].decode()
     assert now[".env.example"].decode().endswith(OWNER_ENV)
     # The template's change arrived, in the files it owns and in the shared README.
-    assert "def strip_byte_order_marks(" in now["agent_server/history.py"].decode()
+    assert "def strip_byte_order_marks(" in now["agent_server/history/render.py"].decode()
     assert "_model_input_without_the_new_rule(request)" in now["agent_server/handlers.py"].decode()
     assert "tests/test_byte_order_marks.py" in now
     assert now["README.md"].decode().endswith("## Support\n\nAsk the platform team.\n")

@@ -1,10 +1,10 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """The ASGI app: MLflow's AgentServer behind four small middlewares, and a chat page at /.
 
-A request meets, in order: OneErrorShape (every error in one shape, errors.py), BrowserGuard
-(no driving the agent from other web pages, request_guard.py), RequestGuard (parse, check,
-render), UpstreamErrors (the model's failures get the status that says why, errors.py), then
-MLflow's server and the handlers.
+A request meets, in order: OneErrorShape (every error in one shape, error_responses.py),
+BrowserGuard (no driving the agent from other web pages, browser_guard.py), RequestGuard (parse,
+check, render, request_guard.py), UpstreamErrors (the model's failures get the status that says
+why, error_responses.py), then MLflow's server and the handlers (handlers.py).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
 from agent_server import agent, mcp_connections, mcp_servers, memory, tracing
-from agent_server.conversations_api import router as conversations_router
-from agent_server.errors import OneErrorShape, UpstreamErrors
-from agent_server.request_guard import BrowserGuard, RequestGuard
+from agent_server.browser_guard import BrowserGuard
+from agent_server.error_responses import OneErrorShape, UpstreamErrors
+from agent_server.memory.api import router as conversations_router
+from agent_server.request_guard import RequestGuard
 
 # Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/tracing.py).
 tracing.configure()

@@ -4,11 +4,13 @@
     {"error": {"message": "...", "type": "...", "param": "input[3]" or null}, "detail": "..."}
 
 `error` is the OpenAI API's error shape, which OpenAI clients read; `detail` repeats the message
-for FastAPI-style clients (MLflow's own errors use it). OneErrorShape puts every error response
-in that shape, whoever answered: MLflow's server and FastAPI answer with `{"detail": ...}`.
+for FastAPI-style clients (MLflow's own errors use it). OneErrorShape (error_responses.py) puts
+every error response in that shape, whoever answered: MLflow's server and FastAPI answer with
+`{"detail": ...}`.
 
 MLflow's server turns every exception in a handler into a 500. The handlers record the
-model's failure here, and UpstreamErrors, which sees the response go out, replaces that 500
+model's failure (request_state.record_failure), and UpstreamErrors (error_responses.py), which
+sees the response go out, replaces that 500 with the status this module gives it
 (README, "Failure modes"):
 
 | the model | status | retried by the app |
@@ -31,18 +33,16 @@ of the modules that import this one before it loads them (seconds of imports).
 from __future__ import annotations
 
 import bisect
-import contextvars
-import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
     import openai
+
+    from agent_server.request_state import ModelFailure
 
 TYPES = {
     400: "invalid_request_error",
@@ -58,16 +58,13 @@ TYPES = {
     503: "unavailable_error",
     504: "upstream_timeout",
 }
-DROPPED_HEADERS = (b"content-length", b"content-type")  # the shaped body brings its own
-# Where RequestGuard leaves the index of the client's item behind each rendered one, to name it in errors.
-INPUT_SOURCES = "agent_server.input_sources"
 # Model statuses passed on as they are; any other 4xx is the client's request (400), anything else is ours (502).
 PASSED_ON = frozenset({429})
 OUR_FAULT = frozenset({401, 403, 404})
 
 
 def model_failures() -> tuple[type[BaseException], ...]:
-    """The exceptions that are the model's failures: a handler records them for UpstreamErrors."""
+    """The exceptions that are the model's failures: a handler records them (request_state.record_failure)."""
     import openai
     from agents.exceptions import MaxTurnsExceeded
 
@@ -93,100 +90,7 @@ def error_response(
     return JSONResponse(error_body(status, message, param), status_code=status, headers=dict(headers or {}))
 
 
-class HttpMiddleware:
-    """An ASGI middleware that acts on HTTP requests (`handle`) and passes anything else (lifespan) on."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            await self.handle(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raise NotImplementedError
-
-
-class OneErrorShape(HttpMiddleware):
-    """Every error response leaves in the one shape, whoever answered."""
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, _rewriting(send, _is_json_error, _send_in_shape))
-
-
-def _rewriting(
-    send: Send, hold: Callable[[Message], bool], rewrite: Callable[[Message, bytes, Send], Awaitable[None]]
-) -> Send:
-    """A `send` that holds back a response whose start `hold` picks, and has `rewrite` send it instead."""
-    held: Message | None = None
-    chunks: list[bytes] = []
-
-    async def rewriting_send(message: Message) -> None:
-        nonlocal held
-        if message["type"] == "http.response.start" and hold(message):
-            held = message
-        elif held is None:
-            await send(message)
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                await rewrite(held, b"".join(chunks), send)
-
-    return rewriting_send
-
-
-def _is_json_error(start: Message) -> bool:
-    return start["status"] >= 400 and _is_json(start)
-
-
-def _is_json(start: Message) -> bool:
-    return any(name.lower() == b"content-type" and b"json" in value for name, value in start.get("headers", []))
-
-
-async def _send_in_shape(start: Message, body: bytes, send: Send) -> None:
-    try:
-        content = json.loads(body)
-    except ValueError:
-        content = None
-    if isinstance(content, dict) and isinstance(content.get("error"), dict):
-        await send(start)
-        await send({"type": "http.response.body", "body": body})
-        return
-    detail = content.get("detail") if isinstance(content, dict) else content
-    message = detail if isinstance(detail, str) else json.dumps(detail)
-    shaped = error_response(start["status"], message)
-    kept = [(name, value) for name, value in start.get("headers", []) if name.lower() not in DROPPED_HEADERS]
-    await send({"type": "http.response.start", "status": start["status"], "headers": kept + shaped.raw_headers})
-    await send({"type": "http.response.body", "body": shaped.body})
-
-
-@dataclass
-class UpstreamFailure:
-    error: BaseException | None = None
-    model_input: list[Any] | None = None  # the items the agent ran on
-    system_messages: int = 0  # messages the SDK puts before them in chat-completions mode
-
-
-_current: contextvars.ContextVar[UpstreamFailure | None] = contextvars.ContextVar("upstream_failure", default=None)
-
-
-def record(error: BaseException) -> None:
-    """Called by a handler with the model's failure, before it re-raises it."""
-    failure = _current.get()
-    if failure is not None:
-        failure.error = error
-
-
-def record_input(items: list[Any], has_instructions: bool) -> None:
-    """Called by a handler with the items it runs the agent on, to map the model's `param` back."""
-    failure = _current.get()
-    if failure is not None:
-        failure.model_input, failure.system_messages = items, int(has_instructions)
-
-
-def client_param(param: str | None, sources: list[int | None] | None, failure: UpstreamFailure) -> str | None:
+def client_param(param: str | None, sources: list[int | None] | None, failure: ModelFailure) -> str | None:
     """The model's `param` for one of the items the agent ran on, as the index of the client's item."""
     items = failure.model_input
     match = re.fullmatch(r"(input|messages)\.?\[(\d+)\](.*)", param or "")
@@ -197,7 +101,7 @@ def client_param(param: str | None, sources: list[int | None] | None, failure: U
     if item is None or not 0 <= item < len(sources):
         return param
     if sources[item] is None:
-        return None  # an item of the stored conversation (agent_server/memory.py), not of this request
+        return None  # an item of the stored conversation (agent_server/memory/), not of this request
     return f"input[{sources[item]}]{rest}"
 
 
@@ -255,24 +159,3 @@ def _status_error(error: openai.APIStatusError) -> tuple[int, str, str | None, d
     message = f"The model rejected the request ({upstream}): {detail.get('message') or error}"
     retry_after = error.response.headers.get("retry-after")
     return status, message, detail.get("param"), {"Retry-After": retry_after} if retry_after else {}
-
-
-class UpstreamErrors(HttpMiddleware):
-    """MLflow's 500 for a model failure a handler recorded becomes the status that says why."""
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        failure = UpstreamFailure()
-        _current.set(failure)
-        sources = scope.get(INPUT_SOURCES)
-
-        async def replace(start: Message, body: bytes, send: Send) -> None:
-            assert failure.error is not None
-            status, text, param, headers = status_and_message(failure.error)
-            response = error_response(status, text, client_param(param, sources, failure), headers)
-            await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
-            await send({"type": "http.response.body", "body": response.body})
-
-        def failed_on_the_model(start: Message) -> bool:
-            return start["status"] == 500 and failure.error is not None
-
-        await self.app(scope, receive, _rewriting(send, failed_on_the_model, replace))

@@ -12,28 +12,32 @@ from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import agent, approvals, errors, llm, mcp_connections, memory, tracing
-from agent_server.history import render_history
+from agent_server import agent, errors, llm, mcp_connections, memory, request_state, tracing
+from agent_server.history import approvals, render_history
 from agent_server.offload import INLINE_ITEMS, cpu_work
 from agent_server.output_items import ReplayableOutput, replayable_id, with_unique_call_ids
 
 
 def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
-    """The request's history, rendered for the configured API mode, then the owner's own rules (agent.py).
-
-    Rendered again, after the request guard did: MLflow's request model re-adds `"status": null`
-    to assistant messages and drops their ids, which the SDK would reject.
-    """
+    """The request's history, rendered for the configured API mode, then the owner's own rules (agent.py)."""
     return customize_history(rendered_input(request))
 
 
 def rendered_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
+    """The history the request guard rendered (request_state.py), each item a copy the run may change.
+
+    Never MLflow's parse of it: MLflow's request model re-adds `"status": null` to assistant messages and
+    drops their ids, which the SDK would reject. A request the guard did not see is rendered here.
+    """
+    state = request_state.current()
+    if state is not None:
+        return [dict(item) for item in state.history]
     items = [item.model_dump() for item in request.input]
     return render_history(items, api=llm.settings().api)
 
 
 def approval_requests(request: ResponsesAgentRequest, interruptions: list[Any]) -> dict[str, dict[str, Any]]:
-    """The `mcp_approval_request` item for each tool call that waits for the user (approvals.py), by call id."""
+    """The `mcp_approval_request` item for each tool call that waits for the user (history/approvals.py), by call id."""
     if not interruptions:
         return {}
     history = rendered_input(request)  # the ids sign the user turns as the request guard renders them
@@ -67,7 +71,7 @@ RUN_CONFIG = RunConfig()
 
 
 def sdk_input(history: list[dict[str, Any]]) -> list[TResponseInputItem]:
-    """The rendered history as the SDK's input type: the render's items are those TypedDicts (history.py)."""
+    """The rendered history as the SDK's input type: the render's items are those TypedDicts (agent_server/history/)."""
     return cast("list[TResponseInputItem]", history)
 
 
@@ -85,17 +89,17 @@ def for_this_request(owners_agent: Agent, servers: list[Any]) -> Agent:
 
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
-    turn = memory.current_turn.get()
+    turn = _turn()
     tracing.name_conversation(turn)
     history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:
         ran = await mcp_connections.run_approved(history, servers)
         owners_agent = for_this_request(agent.create_agent(), servers)
-        errors.record_input(history, has_instructions=owners_agent.instructions is not None)
+        request_state.record_input(history, has_instructions=owners_agent.instructions is not None)
         try:
             result = await Runner.run(owners_agent, sdk_input(history), run_config=RUN_CONFIG)
         except errors.model_failures() as error:
-            errors.record(error)  # errors.UpstreamErrors answers with the status that says why, not a 500
+            request_state.record_failure(error)  # UpstreamErrors answers with the status that says why, not a 500
             raise
     output = ReplayableOutput()
     # A call waiting for approval is in new_items twice: as the call, and as the approval it waits for.
@@ -109,19 +113,25 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
     )
 
 
+def _turn() -> memory.Turn | None:
+    """This request's memory turn, which the request guard started (None with memory off)."""
+    state = request_state.current()
+    return state.turn if state is not None else None
+
+
 async def _stored(turn: memory.Turn | None, answer: list[dict[str, Any]]) -> None:
-    """With memory on, the turn and its answer are stored before the answer is given (memory.py)."""
+    """With memory on, the turn and its answer are stored before the answer is given (agent_server/memory/)."""
     if turn is not None:
         try:
             await turn.finish(answer)
         except memory.MemoryFailure as error:
-            errors.record(error)  # a 503 (or 409) that says the turn was not kept, not a 500
+            request_state.record_failure(error)  # a 503 (or 409) that says the turn was not kept, not a 500
             raise
 
 
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
-    turn = memory.current_turn.get()
+    turn = _turn()
     tracing.name_conversation(turn)
     extra = turn.custom_outputs() if turn else None
     answer: list[dict[str, Any]] = []

@@ -23,94 +23,52 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
-from collections.abc import AsyncGenerator, Generator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncGenerator, Generator
+from typing import TYPE_CHECKING, Any
 
 import httpx
+import httpx2
 
-from agent_server import defaults
-from agent_server.history import API_MODES, ApiMode
+from agent_server import config
+from agent_server.config import API_MODES, PROVIDERS, ConfigurationError, LLMSettings, Provider
 
 if TYPE_CHECKING:
     from agents import Model
     from openai import AsyncOpenAI
 
-Provider = Literal["openai", "databricks", "offline"]
-
-PROVIDERS: tuple[Provider, ...] = ("openai", "databricks", "offline")
-DEFAULTS = {"LLM_PROVIDER": defaults.LLM_PROVIDER, "LLM_MODEL": defaults.LLM_MODEL, "LLM_API": defaults.LLM_API}
-
-
-class ConfigurationError(RuntimeError):
-    """The environment does not describe a usable model. The message says what to set."""
-
-
-@dataclass(frozen=True)
-class LLMSettings:
-    provider: Provider
-    model: str
-    api: ApiMode
-    base_url: str | None = None  # OPENAI_BASE_URL, for the openai provider
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
-        env = os.environ if env is None else env
-
-        def read(name: str) -> str:
-            return (env.get(name) or DEFAULTS[name]).strip()
-
-        provider, model, api = read("LLM_PROVIDER"), read("LLM_MODEL"), read("LLM_API")
-        if provider not in PROVIDERS:
-            raise ConfigurationError(f"LLM_PROVIDER={provider!r} is not one of {', '.join(PROVIDERS)}")
-        if api not in API_MODES:
-            raise ConfigurationError(f"LLM_API={api!r} is not one of {', '.join(API_MODES)}")
-        if not model:
-            raise ConfigurationError("LLM_MODEL is empty: set it to a model or serving-endpoint name")
-        base_url = (env.get("OPENAI_BASE_URL") or None) if provider == "openai" else None
-        return cls(provider=provider, model=model, api=api, base_url=base_url)
+__all__ = ["API_MODES", "PROVIDERS", "ConfigurationError", "LLMSettings", "Provider", "model", "settings"]
 
 
 def settings() -> LLMSettings:
-    return LLMSettings.from_env()
+    """The configured provider, model and API mode (LLM_PROVIDER, LLM_MODEL, LLM_API; config.py)."""
+    return config.settings().llm
 
 
-def check_configuration(env: Mapping[str, str] | None = None) -> LLMSettings:
+def check_configuration(current: config.Settings | None = None) -> LLMSettings:
     """Fail at start-up, not on the first request, when credentials are missing."""
-    env = os.environ if env is None else env
-    current = LLMSettings.from_env(env)
-    if current.provider == "openai" and not env.get("OPENAI_API_KEY"):
+    current = current or config.settings()
+    chosen = current.llm
+    if chosen.provider == "openai" and not current.model_calls.openai_api_key_set:
         raise ConfigurationError(
             "LLM_PROVIDER=openai needs OPENAI_API_KEY (and OPENAI_BASE_URL for a server other than OpenAI's). "
             "To try the app without credentials, set LLM_PROVIDER=offline."
         )
-    if current.provider == "databricks":
+    if chosen.provider == "databricks":
         databricks_config()
-    if current.provider == "offline":
-        refuse_offline_when_deployed(env)
-    call_limits(env)  # a bad LLM_TIMEOUT_SECONDS or LLM_MAX_RETRIES fails here, at start-up
-    return current
+    if chosen.provider == "offline":
+        refuse_offline_when_deployed(current)
+    return chosen
 
 
-def deployed(env: Mapping[str, str]) -> bool:
-    """Inside Databricks Apps (which sets DATABRICKS_APP_NAME), or on a host that sets APP_ENV=production."""
-    return bool(env.get("DATABRICKS_APP_NAME")) or env.get("APP_ENV", "").strip().lower() == "production"
-
-
-def refuse_offline_when_deployed(env: Mapping[str, str]) -> None:
+def refuse_offline_when_deployed(current: config.Settings | None = None) -> None:
     """A deployed app serves the offline model only when told to, never by falling back to a default."""
-    if deployed(env) and not _true(env.get("LLM_ALLOW_OFFLINE")):
-        where = "DATABRICKS_APP_NAME is set" if env.get("DATABRICKS_APP_NAME") else "APP_ENV=production"
+    current = current or config.settings()
+    if current.deployment.deployed and not current.model_calls.allow_offline:
         raise ConfigurationError(
-            f"LLM_PROVIDER=offline in a deployed app ({where}): the built-in offline model only gives canned "
-            "answers. Set LLM_PROVIDER to databricks or openai (with LLM_MODEL), or set LLM_ALLOW_OFFLINE=true "
-            "to serve the offline model on purpose."
+            f"LLM_PROVIDER=offline in a deployed app ({current.deployment.where}): the built-in offline model only "
+            "gives canned answers. Set LLM_PROVIDER to databricks or openai (with LLM_MODEL), or set "
+            "LLM_ALLOW_OFFLINE=true to serve the offline model on purpose."
         )
-
-
-def _true(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes")
 
 
 def model(current: LLMSettings | None = None) -> Model:
@@ -138,56 +96,34 @@ def _client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
     if provider == "offline":
         from agent_server.offline import offline_client
 
-        refuse_offline_when_deployed(os.environ)  # also when the app is served without start-app
+        refuse_offline_when_deployed()  # also when the app is served without start-app
         return offline_client(offline_app())
     if provider == "databricks":
-        config = databricks_config()
+        workspace = databricks_config()
         return AsyncOpenAI(
-            base_url=f"{config.host.rstrip('/')}/serving-endpoints",
+            base_url=f"{workspace.host.rstrip('/')}/serving-endpoints",
             api_key="set-per-request",  # replaced by DatabricksAuth on every request
             # openai 3 types this as httpx2's client but takes an httpx one too (openai/_httpx2.py); openai 2 wants
             # httpx's, and DatabricksAuth is an httpx.Auth.
             http_client=httpx.AsyncClient(  # type: ignore[arg-type]
-                auth=DatabricksAuth(config, on_behalf_of_user=_true(os.environ.get("LLM_ON_BEHALF_OF_USER")))
+                auth=DatabricksAuth(workspace, on_behalf_of_user=config.settings().model_calls.on_behalf_of_user)
             ),
             **call_limits(),
         )
     return AsyncOpenAI(base_url=base_url, **call_limits())  # also honours OPENAI_API_KEY
 
 
-def call_limits(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def call_limits(current: config.Settings | None = None) -> dict[str, Any]:
     """Bounded model calls: the openai client's own 600 s timeout would hold a request for ten minutes."""
-    env = os.environ if env is None else env
-    timeout = env_number("LLM_TIMEOUT_SECONDS", 120.0, env=env)
-    retries = int(env_number("LLM_MAX_RETRIES", 2.0, allow_zero=True, env=env))
-    return {"timeout": httpx.Timeout(timeout, connect=min(10.0, timeout)), "max_retries": retries}
-
-
-def env_number(name: str, default: float, allow_zero: bool = False, env: Mapping[str, str] | None = None) -> float:
-    """A positive (or, with allow_zero, non-negative) number setting; unset is `default`.
-
-    The app's one reader of number variables: a bad value is a ConfigurationError, which start-app
-    reports in one line at start-up, never a silent fall back to the default.
-    """
-    raw = ((os.environ if env is None else env).get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or (value == 0 and not allow_zero) or value == float("inf"):
-        raise ConfigurationError(f"{name}={raw!r} must be a {'non-negative' if allow_zero else 'positive'} number")
-    return value
+    calls = (current or config.settings()).model_calls
+    timeout = calls.timeout_seconds
+    return {"timeout": httpx.Timeout(timeout, connect=min(10.0, timeout)), "max_retries": calls.max_retries}
 
 
 def needs_user_token() -> bool:
     """On-behalf-of-user calls, with no fallback to the app's own identity (request_guard checks the token)."""
-    return (
-        settings().provider == "databricks"
-        and _true(os.environ.get("LLM_ON_BEHALF_OF_USER"))
-        and not _true(os.environ.get("LLM_ON_BEHALF_OF_USER_FALLBACK"))
-    )
+    calls = config.settings().model_calls
+    return settings().provider == "databricks" and calls.on_behalf_of_user and not calls.on_behalf_of_user_fallback
 
 
 @functools.lru_cache(maxsize=1)
@@ -214,23 +150,29 @@ def databricks_config() -> Any:
     return config
 
 
-class DatabricksAuth(httpx.Auth):
+class DatabricksAuth(httpx.Auth, httpx2.Auth):
     """Adds a fresh Databricks token to every request; databricks-sdk refreshes it when it expires.
 
     `Config.authenticate()` returns the cached token while it is fresh and fetches a new one (OAuth M2M
     for an app's service principal) before it expires. With on_behalf_of_user, a request that came in
     with Databricks Apps' `x-forwarded-access-token` header calls the model as that user instead.
+
+    The one Databricks auth of the app: for the model's client (httpx, or openai 3's httpx2) and for the MCP
+    servers' (the mcp package's httpx2), whose Auth classes have the same flow methods.
     """
 
     def __init__(self, config: Any, on_behalf_of_user: bool = False) -> None:
         self._config = config
         self._on_behalf_of_user = on_behalf_of_user
 
-    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+    def auth_flow(self, request: Any) -> Generator[Any, Any, None]:
         request.headers.update(self._user_headers() or self._config.authenticate())
         yield request
 
-    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+    def sync_auth_flow(self, request: Any) -> Generator[Any, Any, None]:  # a sync client's: the flow as it is
+        yield from self.auth_flow(request)
+
+    async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
         # A refresh is a blocking HTTP call inside databricks-sdk: keep it off the event loop.
         request.headers.update(self._user_headers() or await asyncio.to_thread(self._config.authenticate))
         yield request
@@ -243,7 +185,7 @@ class DatabricksAuth(httpx.Auth):
 def user_token() -> str | None:
     """With LLM_ON_BEHALF_OF_USER=true, the signed-in user's token that came with this request
     (Databricks Apps' x-forwarded-access-token); None otherwise."""
-    if not _true(os.environ.get("LLM_ON_BEHALF_OF_USER")):
+    if not config.settings().model_calls.on_behalf_of_user:
         return None
     from mlflow.genai.agent_server import get_request_headers
 

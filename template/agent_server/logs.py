@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from agent_server import llm
+from agent_server import config
 
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-FORMATS = ("text", "json")
 TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -36,14 +33,11 @@ class JsonLines(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def log_config(env: Mapping[str, str]) -> dict[str, Any]:
-    """A logging.config dictionary for LOG_LEVEL and LOG_FORMAT; llm.ConfigurationError for a bad value."""
-    level = (env.get("LOG_LEVEL") or "INFO").strip().upper()
-    if level not in LEVELS:
-        raise llm.ConfigurationError(f"LOG_LEVEL={level!r} is not one of {', '.join(LEVELS)}")
-    kind = (env.get("LOG_FORMAT") or ("json" if llm.deployed(env) else "text")).strip().lower()
-    if kind not in FORMATS:
-        raise llm.ConfigurationError(f"LOG_FORMAT={kind!r} is not one of {', '.join(FORMATS)}")
+def log_config(current: config.Settings | None = None) -> dict[str, Any]:
+    """A logging.config dictionary for LOG_LEVEL and LOG_FORMAT; ConfigurationError for a bad value."""
+    current = current or config.settings()
+    level = current.logs.level
+    kind = current.logs.format or ("json" if current.deployment.deployed else "text")
     formatter = {"()": f"{__name__}.JsonLines"} if kind == "json" else {"format": TEXT}
     handler = {"class": "logging.StreamHandler", "formatter": "app", "stream": "ext://sys.stderr"}
     # uvicorn's loggers go through the root handler, so every line has one format.

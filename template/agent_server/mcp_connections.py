@@ -22,32 +22,20 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import time
-from collections.abc import AsyncIterator, Generator, Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-import httpx2
 import mlflow
 from agents.mcp import MCPServer, MCPServerManager, MCPServerStreamableHttp
 from mcp.types import TextContent
 from mlflow.entities import SpanType
 
-from agent_server import approvals, llm
-from agent_server.mcp_servers import ConnectionSettings, McpServerSpec
+from agent_server import config, llm
+from agent_server.history import approvals
+from agent_server.mcp_servers import McpServerSpec
 
 logger = logging.getLogger(__name__)
-
-
-class DatabricksAuth(httpx2.Auth):
-    """The app's own Databricks token on every MCP request; databricks-sdk refreshes it before it expires."""
-
-    def __init__(self, config: Any) -> None:
-        self._config = config
-
-    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
-        request.headers.update(self._config.authenticate())
-        yield request
 
 
 class CappedOutputServer(MCPServerStreamableHttp):
@@ -76,8 +64,8 @@ class CappedOutputServer(MCPServerStreamableHttp):
 class McpConnections:
     """The process's MCP connections: opened at start-up, retried while down or dropped, closed at shutdown."""
 
-    def __init__(self, specs: Iterable[McpServerSpec], settings: ConnectionSettings | None = None) -> None:
-        self.settings = settings or ConnectionSettings.from_env()
+    def __init__(self, specs: Iterable[McpServerSpec], settings: config.McpSettings | None = None) -> None:
+        self.settings = settings or config.settings().mcp
         self.specs = list(specs)
         self.servers = [self._server(spec) for spec in self.specs]
         self.manager = MCPServerManager(
@@ -89,13 +77,14 @@ class McpConnections:
 
     def _server(self, spec: McpServerSpec, user_token: str | None = None) -> MCPServer:
         """A server for `spec`; a Databricks one called as the user who holds `user_token`, when given."""
-        headers = {header: os.environ.get(variable, "") for header, variable in spec.headers_from_env.items()}
+        env = config.settings().env  # the variables the owner named, read with every other setting
+        headers = {header: env.get(variable, "") for header, variable in spec.headers_from_env.items()}
         url, auth = spec.url, None
         if spec.databricks_auth:
-            config = llm.databricks_config()
-            url = f"{config.host.rstrip('/')}{spec.url}" if spec.url.startswith("/") else spec.url
+            workspace = llm.databricks_config()
+            url = f"{workspace.host.rstrip('/')}{spec.url}" if spec.url.startswith("/") else spec.url
             if user_token is None:
-                auth = DatabricksAuth(config)
+                auth = llm.DatabricksAuth(workspace)  # the app's own token: a shared connection
             else:
                 headers["Authorization"] = f"Bearer {user_token}"
         params: dict[str, Any] = {"url": url, "headers": headers, "timeout": self.settings.timeout}
@@ -246,7 +235,7 @@ def active_servers() -> list[MCPServer]:
 
 
 async def run_approved(history: list[dict[str, Any]], servers: list[MCPServer]) -> list[dict[str, Any]]:
-    """Run the calls the user approved at the end of `history` (approvals.py), putting each output in its
+    """Run the calls the user approved at the end of `history` (history/approvals.py), putting each output in its
     place; returns those outputs as output items, for the client to keep with its approval."""
     ran = []
     for call in approvals.to_run(history):

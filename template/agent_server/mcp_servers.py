@@ -6,18 +6,18 @@ time in the variable MCP_SERVERS, a JSON array of objects with `url` and optiona
 `databricks_auth` (true: the Databricks token the model uses), `headers_from_env` (header name ->
 the variable holding its value, so no secret is ever written in code or config) and
 `require_approval` (true, or a list of tool names: the user approves each call first; see
-approvals.py). Both lists are used. agent_server/mcp_connections.py connects to them.
+history/approvals.py). Both lists are used. agent_server/mcp_connections.py connects to them.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_server import llm
+from agent_server import config
+from agent_server.config import ConfigurationError
 
 SPEC_KEYS = {"url", "name", "databricks_auth", "headers_from_env", "require_approval"}
 
@@ -35,28 +35,6 @@ class McpServerSpec:
     @property
     def label(self) -> str:
         return self.name or self.url
-
-
-@dataclass
-class ConnectionSettings:
-    """How the MCP connections behave (the MCP_* variables in mcp_connections.py); read here, where start-app checks
-    them before it loads the SDK."""
-
-    connect_timeout: float
-    timeout: float
-    tools_ttl: float
-    retry_every: float
-    max_output_chars: int
-
-    @classmethod
-    def from_env(cls) -> ConnectionSettings:
-        return cls(
-            connect_timeout=llm.env_number("MCP_CONNECT_TIMEOUT_SECONDS", 10),
-            timeout=llm.env_number("MCP_TIMEOUT_SECONDS", 30),
-            tools_ttl=llm.env_number("MCP_TOOLS_TTL_SECONDS", 300),
-            retry_every=llm.env_number("MCP_RETRY_SECONDS", 30),
-            max_output_chars=int(llm.env_number("MCP_MAX_OUTPUT_CHARS", 20_000)),
-        )
 
 
 def uc_functions(catalog: str, schema: str, require_approval: bool | Iterable[str] = False) -> McpServerSpec:
@@ -91,34 +69,34 @@ def server(
 
 
 def from_env(env: dict[str, str] | None = None) -> list[McpServerSpec]:
-    """The servers in MCP_SERVERS; a malformed value is llm.ConfigurationError (start-app checks at start-up)."""
-    raw = ((os.environ if env is None else env).get("MCP_SERVERS") or "").strip()
+    """The servers in MCP_SERVERS (config.py); a malformed value is a ConfigurationError (start-app checks it)."""
+    raw = config.settings().mcp.servers if env is None else (env.get("MCP_SERVERS") or "").strip()
     if not raw:
         return []
     try:
         entries = json.loads(raw)
     except ValueError as error:
-        raise llm.ConfigurationError(f"MCP_SERVERS is not JSON: {error}") from None
+        raise ConfigurationError(f"MCP_SERVERS is not JSON: {error}") from None
     if not isinstance(entries, list):
-        raise llm.ConfigurationError("MCP_SERVERS must be a JSON array of objects with a 'url'")
+        raise ConfigurationError("MCP_SERVERS must be a JSON array of objects with a 'url'")
     return [_spec(index, entry) for index, entry in enumerate(entries)]
 
 
 def _spec(index: int, entry: Any) -> McpServerSpec:
     where = f"MCP_SERVERS[{index}]"
     if not isinstance(entry, dict) or not isinstance(entry.get("url"), str) or not entry["url"].strip():
-        raise llm.ConfigurationError(f"{where} must be an object with a 'url' string")
+        raise ConfigurationError(f"{where} must be an object with a 'url' string")
     if unknown := set(entry) - SPEC_KEYS:
-        raise llm.ConfigurationError(f"{where} has unknown keys {sorted(unknown)}; known: {sorted(SPEC_KEYS)}")
+        raise ConfigurationError(f"{where} has unknown keys {sorted(unknown)}; known: {sorted(SPEC_KEYS)}")
     headers = entry.get("headers_from_env") or {}
     if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-        raise llm.ConfigurationError(f"{where}.headers_from_env must map header names to variable names")
+        raise ConfigurationError(f"{where}.headers_from_env must map header names to variable names")
     if not isinstance(entry.get("databricks_auth", False), bool):
-        raise llm.ConfigurationError(f"{where}.databricks_auth must be true or false")
+        raise ConfigurationError(f"{where}.databricks_auth must be true or false")
     approval = entry.get("require_approval", False)
     tool_names = isinstance(approval, list) and all(isinstance(name, str) for name in approval)
     if not isinstance(approval, bool) and not tool_names:
-        raise llm.ConfigurationError(f"{where}.require_approval must be true, false or a list of tool names")
+        raise ConfigurationError(f"{where}.require_approval must be true, false or a list of tool names")
     name = entry.get("name") if isinstance(entry.get("name"), str) else None
     approval = approval if isinstance(approval, bool) else tuple(approval)
     return McpServerSpec(entry["url"].strip(), name, entry.get("databricks_auth", False), headers, approval)

@@ -9,7 +9,7 @@ either ones the Responses API accepts (`msg_`, `fc_`, `rs_` prefixes) or absent.
 A tool call the app answered gets the id `output_bound_call_id(call_id, output)`, which
 names its output: a client that replays the call with a second output of its own (the AI
 SDK's generateText records an error for a tool it could not run) still has the app's
-output picked by the render (agent_server/tool_pairs.py). So a call goes out only with its
+output picked by the render (agent_server/history/tool_pairs.py). So a call goes out only with its
 output, when that is known; one never answered goes out last, with a plain id.
 
 Every tool call from the model also gets a non-empty id that no other call in the run has
@@ -30,7 +30,7 @@ from typing import Any
 from agents import Agent, Model
 from pydantic import BaseModel
 
-from agent_server.tool_pairs import ID_PREFIXES, output_bound_call_id
+from agent_server.history.tool_pairs import ID_PREFIXES, output_bound_call_id
 
 
 def new_id(item_type: str) -> str:

@@ -1,12 +1,13 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""What the app refuses before MLflow sees a request: RequestGuard and BrowserGuard.
-
-RequestGuard parses, checks and renders /invocations and /responses bodies.
+"""RequestGuard: what the app refuses before MLflow sees a request, and the history it renders for the rest.
 
 MLflow's server answers some bad bodies with a 500 (a JSON array, for one) and rejects
 chat-completions history (`role: "tool"`, `tool_calls`) before any handler runs. This ASGI
-middleware answers bad input with a 4xx that names the problem, and renders the history so
-that every shape `history.py` knows gets through. Its limits (README, "Failure modes"):
+middleware answers bad /invocations and /responses bodies with a 4xx that names the problem,
+and renders the history so that every shape agent_server/history/ knows gets through. With
+conversation memory on, it starts the turn (merged with the stored conversation) and ends it.
+What the handlers need of all this, it hands them in one object (request_state.py). Its limits
+(README, "Failure modes"; declared in config.py):
 
 | variable | default | over it |
 |---|---|---|
@@ -19,17 +20,6 @@ JSON nested deeper than 64 levels, a lone surrogate (`"\\ud800"`) and an integer
 than 4300 digits are a 400. Parsing and rendering run in a worker thread (unless the body is
 too small to be worth one: offload.py), so that a large body never holds up other requests,
 and a client that hangs up stops its request: tools and model calls included.
-
-BrowserGuard keeps the web pages a developer visits from driving the agent with the
-developer's keys. The app has no login of its own (Databricks Apps puts one in front of
-it), so three checks stand in for one against browsers:
-- a POST must be `Content-Type: application/json` (415): a page may send `text/plain`
-  to any site without asking first, but never JSON;
-- a browser's `Origin` must be the app's own, or one of ALLOWED_ORIGINS (comma-separated
-  `scheme://host[:port]`), or the request is refused (403);
-- with ALLOWED_HOSTS set (comma-separated host names), any other `Host` is refused (400),
-  which stops DNS rebinding. start-app sets it to the loopback names when it listens on
-  loopback, as it does unless deployed or told otherwise (HOST).
 """
 
 from __future__ import annotations
@@ -37,16 +27,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Iterable
 from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_server import approvals, llm, memory
-from agent_server.errors import INPUT_SOURCES, BadRequest, HttpMiddleware, error_response
-from agent_server.history import HistoryError, json_type, pair_calls_with_outputs, render_each
+from agent_server import config, llm, memory, request_state
+from agent_server.asgi import HttpMiddleware
+from agent_server.errors import BadRequest, error_response
+from agent_server.history import HistoryError, approvals, json_type, pair_calls_with_outputs, render_each
 from agent_server.offload import INLINE_BYTES, INLINE_ITEMS, cpu_work
 
 logger = logging.getLogger(__name__)
@@ -54,16 +44,9 @@ GUARDED_PATHS = frozenset({"/invocations", "/responses"})
 MAX_JSON_DEPTH = 64
 
 
-# Read once, at import; start-app imports this module before it serves, so a bad value stops it there.
-MAX_BODY_BYTES = int(llm.env_number("MAX_BODY_BYTES", 16 * 1024 * 1024))
-MAX_INPUT_ITEMS = int(llm.env_number("MAX_INPUT_ITEMS", 300))  # what an item costs (SDK, MLflow) stalls a server
-MAX_INPUT_CHARS = int(llm.env_number("MAX_INPUT_CHARS", 4_000_000))
-BODY_TIMEOUT_SECONDS = llm.env_number("BODY_TIMEOUT_SECONDS", 30)
-
-
 class RequestGuard(HttpMiddleware):
     """A bad /invocations or /responses body gets a 4xx; a good one, its history rendered (and with
-    conversation memory on, merged with the stored conversation: agent_server/memory.py)."""
+    conversation memory on, merged with the stored conversation: agent_server/memory/)."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST" or scope["path"] not in GUARDED_PATHS:
@@ -81,8 +64,8 @@ class RequestGuard(HttpMiddleware):
         try:
             history = sent if turn is None else turn.history
             small = len(history.each) <= INLINE_ITEMS
-            ready, scope[INPUT_SOURCES] = await cpu_work(small, prepared_body, body, history, turn)
-            memory.current_turn.set(turn)
+            ready, state = await cpu_work(small, prepared_body, body, history, turn)
+            request_state.begin(state)
             await _until_disconnect(self.app, scope, ready, receive, send)
         finally:
             if turn is not None:
@@ -101,8 +84,9 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:
         raise BadRequest("'input' is required and must be a list of items.", param="input")
     if not items:
         raise BadRequest("'input' must hold at least one item.", param="input")
-    if len(items) > MAX_INPUT_ITEMS:
-        message = f"'input' holds {len(items)} items; the limit is MAX_INPUT_ITEMS={MAX_INPUT_ITEMS}."
+    limit = config.settings().limits.max_input_items
+    if len(items) > limit:
+        message = f"'input' holds {len(items)} items; the limit is MAX_INPUT_ITEMS={limit}."
         raise BadRequest(message, "input", status=413)
     _check_size(body)
     if "stream" in body and not isinstance(body["stream"], bool):
@@ -121,16 +105,24 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:
 
 def prepared_body(
     body: dict[str, Any], history: memory.History, turn: memory.Turn | None
-) -> tuple[bytes, list[int | None]]:
+) -> tuple[bytes, request_state.RequestState]:
     """The body MLflow gets, serialised (off the event loop unless small: offload.py): the history paired and with
-    only genuine approvals, and the conversation's id; and the client's index of each item (None: a stored item)."""
+    only genuine approvals, and the conversation's id; and the request's state for the handlers."""
     rendered = pair_calls_with_outputs(history.each)
-    for index in approvals.honour_only_genuine(history.client_items, rendered):
+    refused = approvals.honour_only_genuine(history.client_items, rendered)
+    for index in refused:
         logger.warning("input[%d]: an approval this app did not sign runs nothing", index - history.stored)
     body["input"] = [r.item for r in rendered]
-    if turn is not None:  # the handler reads it back to name the conversation in the answer and the trace
+    if turn is not None:  # the conversation's id, as the request's own inputs, for MLflow and the owner's code
         body["custom_inputs"] = {**(body.get("custom_inputs") or {}), **turn.custom_outputs()}
-    return json.dumps(body).encode(), [history.client_index(r) for r in rendered]
+    ready = json.dumps(body).encode()
+    state = request_state.RequestState(
+        history=[dict(item) for item in body["input"]],
+        sources=[history.client_index(r) for r in rendered],
+        turn=turn,
+        refused_approvals=[index - history.stored for index in refused],
+    )
+    return ready, state
 
 
 def check_user_token(headers: Headers) -> None:
@@ -175,25 +167,29 @@ def _check_size(body: Any) -> None:
                 text.encode()
             except UnicodeEncodeError:
                 raise BadRequest(f"The request body holds a lone surrogate in {text!r:.60}: not text.") from None
-    if chars > MAX_INPUT_CHARS:
-        message = f"The request holds {chars} characters of text; the limit is MAX_INPUT_CHARS={MAX_INPUT_CHARS}."
+    limit = config.settings().limits.max_input_chars
+    if chars > limit:
+        message = f"The request holds {chars} characters of text; the limit is MAX_INPUT_CHARS={limit}."
         raise BadRequest(message, status=413)
 
 
 async def _read_body(receive: Receive) -> bytes:
+    limits = config.settings().limits
     chunks, size = [], 0
     while True:
         try:
-            message = await asyncio.wait_for(receive(), timeout=BODY_TIMEOUT_SECONDS)
+            message = await asyncio.wait_for(receive(), timeout=limits.body_timeout_seconds)
         except TimeoutError:
-            late = f"The request body did not arrive within {BODY_TIMEOUT_SECONDS:g} s."
+            late = f"The request body did not arrive within {limits.body_timeout_seconds:g} s."
             raise BadRequest(late, status=408) from None
         if message["type"] == "http.disconnect":
             break
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise BadRequest(f"The request body is larger than MAX_BODY_BYTES={MAX_BODY_BYTES} bytes.", status=413)
+        if size > limits.max_body_bytes:
+            raise BadRequest(
+                f"The request body is larger than MAX_BODY_BYTES={limits.max_body_bytes} bytes.", status=413
+            )
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
@@ -239,43 +235,3 @@ async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Re
             raise  # cancelled from outside, not by the client's hang-up
     finally:
         watcher.cancel()
-
-
-class BrowserGuard(HttpMiddleware):
-    """A request a web page could forge gets a 4xx (see the module docstring)."""
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        refusal = self.refusal(scope)
-        if refusal is None:
-            await self.app(scope, receive, send)
-        else:
-            await error_response(*refusal)(scope, receive, send)
-
-    def refusal(self, scope: Scope) -> tuple[int, str] | None:
-        headers = Headers(scope=scope)
-        host, allowed_hosts = headers.get("host", ""), _listed("ALLOWED_HOSTS")
-        if allowed_hosts and _hostname(host) not in allowed_hosts:
-            return 400, f"Host {host!r} is not one this app answers to; add it to ALLOWED_HOSTS."
-        origin = headers.get("origin")
-        if origin is not None and origin not in (_own_origin(scope, headers), *_listed("ALLOWED_ORIGINS")):
-            return 403, f"Requests from web pages at {origin!r} are refused; add it to ALLOWED_ORIGINS to allow them."
-        media_type = headers.get("content-type", "").split(";")[0].strip().lower()
-        if scope["method"] == "POST" and media_type != "application/json":
-            return 415, "The request body must be JSON, sent with 'Content-Type: application/json'."
-        return None
-
-
-def _own_origin(scope: Scope, headers: Headers) -> str:
-    scheme = headers.get("x-forwarded-proto") or scope.get("scheme", "http")
-    return f"{scheme}://{headers.get('x-forwarded-host') or headers.get('host', '')}"
-
-
-def _hostname(host: str) -> str:
-    """`host[:port]` without the port; an IPv6 address keeps its brackets."""
-    if host.startswith("["):
-        return host[: host.find("]") + 1]
-    return host.rsplit(":", 1)[0]
-
-
-def _listed(name: str) -> tuple[str, ...]:
-    return tuple(value.strip().rstrip("/") for value in os.environ.get(name, "").split(",") if value.strip())

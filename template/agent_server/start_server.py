@@ -11,7 +11,8 @@ Logs go to stderr as agent_server/logs.py sets them up: LOG_LEVEL, and JSON line
 It listens on loopback (127.0.0.1) unless told otherwise (--host or HOST) or deployed
 (Databricks Apps sets DATABRICKS_APP_PORT), and on loopback it answers only to the
 loopback host names (ALLOWED_HOSTS, see agent_server/browser_guard.py): the app has no
-login of its own, so it is not offered to the network by default.
+login of its own, so it is not offered to the network by default. Every setting is declared
+and checked in agent_server/config.py.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ import signal
 import sys
 from pathlib import Path
 
-from agent_server import llm, logs
-
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+from agent_server import config, llm, logs
+from agent_server.config import LOOPBACK_ADDRESSES, LOOPBACK_HOSTS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,18 +37,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.reload and args.workers != 1:
         parser.error("--reload serves with one worker")
     if args.port is None:
-        name = "DATABRICKS_APP_PORT" if os.environ.get("DATABRICKS_APP_PORT") else "PORT"
+        deployment = config.settings().deployment
+        name = "DATABRICKS_APP_PORT" if deployment.databricks_app_port else "PORT"
         try:
-            args.port = port_number(os.environ.get(name) or "8000")
+            args.port = port_number(deployment.databricks_app_port or deployment.port)
         except argparse.ArgumentTypeError as error:
             sys.exit(f"start-app: {name}: {error}")
     return args
 
 
 def default_host() -> str:
-    if os.environ.get("HOST"):
-        return os.environ["HOST"]
-    return "0.0.0.0" if os.environ.get("DATABRICKS_APP_PORT") else "127.0.0.1"
+    deployment = config.settings().deployment
+    if deployment.host:
+        return deployment.host
+    return "0.0.0.0" if deployment.databricks_app_port else "127.0.0.1"
 
 
 def port_number(text: str) -> int:
@@ -59,22 +61,24 @@ def port_number(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     read_env_file = load_env_file(Path(".env"))
+    settings = config.reload()  # the environment with .env in it
     args = parse_args(argv)
     try:
-        log_config = logs.log_config(os.environ)
-        current = llm.check_configuration()
-        # Their number settings (limits) are read as they load: a bad one stops start-app here, in one line. None
-        # of these loads the SDK, the openai client or MLflow (seconds of imports), so a bad setting says so at once.
-        from agent_server import mcp_servers, memory, request_guard, tracing  # noqa: F401
+        settings.check()  # every setting, parsed against its limits: a bad one stops start-app here, in one line
+        log_config = logs.log_config(settings)
+        current = llm.check_configuration(settings)
+        # None of these loads the SDK, the openai client or MLflow (seconds of imports), so a bad setting says so
+        # at once.
+        from agent_server import mcp_servers, memory
 
-        tracing.Limits.from_env()
-        mcp_servers.ConnectionSettings.from_env()
         mcp_servers.from_env()
         kept = memory.check_database()  # a database that is down or too new stops start-app here, in one line
-    except llm.ConfigurationError as error:
+    except config.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
-    if args.host in ("127.0.0.1", "localhost", "::1") and not os.environ.get("ALLOWED_HOSTS"):
-        os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)  # DNS rebinding: answer only to loopback names
+    if args.host in LOOPBACK_ADDRESSES and not settings.browser.allowed_hosts:
+        # DNS rebinding: answer only to loopback names. Set in the environment, for uvicorn's worker processes too.
+        os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)
+        config.reload()
     if read_env_file:
         print("start-app: read .env (variables already set in the environment win)", flush=True)
     where = f"http://{args.host}:{args.port}"

@@ -33,9 +33,11 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agent_server import config
+from agent_server.config import TraceLimits
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ def configure(env: MutableMapping[str, str] | None = None) -> None:
     if experiment_id := env.get("MLFLOW_EXPERIMENT_ID"):
         # Named up front, or MLflow asks the tracking server whether it exists as each request starts.
         mlflow.tracing.set_destination(MlflowExperimentLocation(experiment_id=experiment_id))
-    limits = Limits.from_env()
+    limits = config.settings().traces
     mlflow.tracing.configure(span_processors=[bounded_payloads(limits.payload_chars)])  # mlflow 3.3+
     uri = env["MLFLOW_TRACKING_URI"]
     if _is_local_file_store(uri):
@@ -172,24 +174,6 @@ def _is_local_file_store(uri: str) -> bool:
     return uri.startswith("file:") or ("://" not in uri and not uri.startswith(("databricks", "uc")))
 
 
-@dataclass(frozen=True)
-class Limits:
-    payload_chars: int
-    max_bytes: int
-    max_age_seconds: float
-
-    @classmethod
-    def from_env(cls) -> Limits:
-        """The limits the environment sets; a bad value is llm.ConfigurationError (start-app checks at start-up)."""
-        from agent_server.llm import env_number
-
-        return cls(
-            payload_chars=int(env_number("TRACE_PAYLOAD_MAX_CHARS", 20_000)),
-            max_bytes=int(env_number("TRACES_MAX_MB", 200) * 1024 * 1024),
-            max_age_seconds=env_number("TRACES_MAX_AGE_DAYS", 7) * 86400,
-        )
-
-
 def preview(serialised: str, max_chars: int) -> str | dict[str, Any]:
     """A span attribute (MLflow keeps each as JSON text) as it is when short enough, else a preview of it
     that says how long it was."""
@@ -222,7 +206,7 @@ def make_private(store: Path) -> None:
 SETTLED_SECONDS = 10
 
 
-def prune(store: Path, limits: Limits, now: float | None = None, sizes: dict[Path, int] | None = None) -> int:
+def prune(store: Path, limits: TraceLimits, now: float | None = None, sizes: dict[Path, int] | None = None) -> int:
     """Delete traces past the age limit, then the oldest until the store is within the size limit.
 
     `sizes` remembers each settled trace's size from one call to the next, so that a call reads the files of the
@@ -255,7 +239,7 @@ def prune(store: Path, limits: Limits, now: float | None = None, sizes: dict[Pat
     return deleted
 
 
-def keep_pruned(store: Path, limits: Limits) -> threading.Thread:
+def keep_pruned(store: Path, limits: TraceLimits) -> threading.Thread:
     """Prune now, then every minute in a daemon thread (it dies with the app)."""
 
     sizes: dict[Path, int] = {}

@@ -9,7 +9,36 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from agent_server import llm
+from agent_server import config, llm
+
+
+class AppSettings:
+    """The tests' one way to change a setting: set (or unset) the variable, then read the settings again
+    (agent_server/config.py reads the environment once). Undone when the test ends."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.monkeypatch = monkeypatch
+
+    def setenv(self, name: str, value: str) -> None:
+        self.monkeypatch.setenv(name, value)
+        config.reload()
+
+    def delenv(self, name: str) -> None:
+        self.monkeypatch.delenv(name, raising=False)
+        config.reload()
+
+
+@pytest.fixture(autouse=True)
+def fresh_settings() -> Iterator[None]:
+    """Each test starts from, and leaves behind, the settings of the environment as it is."""
+    config.reload()
+    yield
+    config.reload()
+
+
+@pytest.fixture
+def app_settings(monkeypatch: pytest.MonkeyPatch) -> AppSettings:
+    return AppSettings(monkeypatch)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,10 +67,10 @@ def conversation_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
 
 
 @pytest.fixture(params=llm.API_MODES)
-def api_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("LLM_PROVIDER", "offline")
-    monkeypatch.setenv("LLM_MODEL", "offline")
-    monkeypatch.setenv("LLM_API", request.param)
+def api_mode(request: pytest.FixtureRequest, app_settings: AppSettings) -> str:
+    app_settings.setenv("LLM_PROVIDER", "offline")
+    app_settings.setenv("LLM_MODEL", "offline")
+    app_settings.setenv("LLM_API", request.param)
     return request.param
 
 

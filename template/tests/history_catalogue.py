@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_server.history import API_MODES
-from agent_server.tool_pairs import output_bound_call_id
+from agent_server.history.tool_pairs import output_bound_call_id
 
 UUID_1 = "0b6c9f3e-5d0a-4a8e-9a63-2f1c7f0d7a11"
 UUID_2 = "7f2d4b1a-8c3e-4f5d-b6a7-1e9c0d2f3a44"
@@ -148,7 +148,7 @@ SHAPES: list[Shape] = [
         name="chat-ui-mcp-approval-answered",
         client="Databricks chat UI (`@databricks/ai-sdk-provider` 0.5.1), after the user approved an MCP tool call",
         note=(
-            "The app asked for approval with an `mcp_approval_request` (agent_server/approvals.py), the user "
+            "The app asked for approval with an `mcp_approval_request` (agent_server/history/approvals.py), the user "
             "approved, and the app ran the tool and answered with its `function_call_output`. On later turns "
             "the UI replays the request, the approval, and the call again with the app's output. The render "
             "keeps the call once, with its output; the request's id is the call id. "
@@ -568,7 +568,7 @@ SHAPES: list[Shape] = [
             "AI SDK tries to run `get_current_time` itself, fails, and records its own error output for the "
             "same call, next to the app's output. Both APIs need exactly one output per call. The app gives "
             "each call it answered the item id `output_bound_call_id(call_id, output)` "
-            "(agent_server/tool_pairs.py), and the provider replays item ids of calls (never of outputs), so "
+            "(agent_server/history/tool_pairs.py), and the provider replays item ids of calls (never of outputs), so "
             "the render keeps the output that id names, wherever it stands, and drops the client's."
         ),
         history=[
@@ -706,7 +706,7 @@ SHAPES_BY_NAME = {shape.name: shape for shape in SHAPES}
 assert len(SHAPES_BY_NAME) == len(SHAPES), "shape names must be unique"
 
 
-# --- Conversation memory: what a client sends, merged with what is stored (agent_server/memory_merge.py) ---
+# --- Conversation memory: what a client sends, merged with what is stored (agent_server/memory/merge.py) ---
 
 
 @dataclass(frozen=True)
@@ -769,7 +769,7 @@ MERGES: list[MergeCase] = [
     ),
     MergeCase(
         "approval-answer-alone", "the app's chat page, answering an MCP approval request",
-        "The stored request, then the user's answer to it (agent_server/approvals.py checks it was the app's).",
+        "The stored request, then the user's answer to it (agent_server/history/approvals.py checks it was the app's).",
         [user("Delete a.txt"),
          {"type": "function_call", "call_id": APPROVAL_ID, "name": "delete_file", "arguments": '{"name":"a.txt"}'}],
         [{"type": "mcp_approval_response", "approval_request_id": APPROVAL_ID, "approve": False}],

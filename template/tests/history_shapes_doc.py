@@ -14,7 +14,7 @@ from typing import Any
 from history_catalogue import MERGES, SHAPES, MergeCase, Shape
 
 from agent_server.history import API_MODES, pair_calls_with_outputs, render_each
-from agent_server.memory_merge import merge
+from agent_server.memory.merge import merge
 
 HEADER = (
     "<!-- Owned by the template: changes here are overwritten by `copier update`. Generated from "
@@ -26,10 +26,10 @@ INTRO = """\
 
 Every request to `/invocations` (and `/responses`) carries the conversation, in whatever shape the
 client keeps it (with conversation memory on, it may carry only its new turn: see the last section).
-`agent_server/history.py` renders it into the one form that every supported openai-agents version and
+`agent_server/history/` renders it into the one form that every supported openai-agents version and
 both API modes accept, before MLflow validates the request. This page lists
 the shapes real clients send and what the render makes of each; the rules themselves are at the top
-of `agent_server/history.py`.
+of `agent_server/history/`.
 
 Each shape below is test data in `tests/history_catalogue.py`: `tests/test_history_catalogue.py`
 renders it in both API modes and sends it, followed by a new user message, through the real server
@@ -49,7 +49,7 @@ chat messages). **Rejected** is the 400 the endpoint answers, with `param` namin
 
 What to do when a client sends a shape that gets a 400: check that it is listed here as rejected
 for a reason that applies to you; if it is a shape your clients really send, add it to
-`tests/history_catalogue.py` with the render you expect, and a rule to `agent_server/history.py`.
+`tests/history_catalogue.py` with the render you expect, and a rule to `agent_server/history/`.
 """
 
 
@@ -95,9 +95,9 @@ def _index() -> str:
 MEMORY_INTRO = """\
 ## Conversation memory: what is sent, and what is stored
 
-With memory on (`agent_server/memory.py`), a request names its conversation
+With memory on (`agent_server/memory/`), a request names its conversation
 (`context.conversation_id` or `custom_inputs.session_id`) and may send only its new turn. The
-stored items are the render's, and what the client sent is rendered too; `agent_server/memory_merge.py`
+stored items are the render's, and what the client sent is rendered too; `agent_server/memory/merge.py`
 then merges the two by one rule, in this order:
 
 1. **new conversation**: nothing is stored; the model sees what was sent.

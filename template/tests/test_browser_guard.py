@@ -20,8 +20,8 @@ def test_another_sites_page_may_not(app_client, model_log):
     assert not model_log
 
 
-def test_allowed_origins_lets_a_named_site_in(app_client, monkeypatch):
-    monkeypatch.setenv("ALLOWED_ORIGINS", "https://chat.example, http://localhost:3000/")
+def test_allowed_origins_lets_a_named_site_in(app_client, app_settings):
+    app_settings.setenv("ALLOWED_ORIGINS", "https://chat.example, http://localhost:3000/")
     for origin in ("https://chat.example", "http://localhost:3000"):
         assert app_client.post("/invocations", json=HELLO, headers={"origin": origin}).status_code == 200
     assert app_client.post("/invocations", json=HELLO, headers={"origin": "https://other.example"}).status_code == 403
@@ -34,9 +34,9 @@ def test_a_post_a_page_could_send_without_asking_is_a_415(app_client, content_ty
     assert response.status_code == 415
 
 
-def test_with_allowed_hosts_any_other_host_is_refused(app_client, monkeypatch):
+def test_with_allowed_hosts_any_other_host_is_refused(app_client, app_settings):
     """DNS rebinding: a page on evil.example, its name pointed at 127.0.0.1, sends its own Host."""
-    monkeypatch.setenv("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+    app_settings.setenv("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
     for host in ("localhost:8000", "127.0.0.1:8000", "[::1]:8000", "localhost"):
         assert app_client.get("/health", headers={"host": host}).status_code == 200, host
     rebound = app_client.post("/invocations", json=HELLO, headers={"host": "evil.example:8000"})

@@ -126,13 +126,13 @@ def assert_model_saw_what_the_client_sent(sent: list[dict[str, Any]], model_requ
 @pytest.mark.parametrize("api_mode", ["chat_completions"], indirect=True)  # each turn draws its own mode
 @FUZZ_SETTINGS
 @given(data=st.data())
-def test_every_turn_of_a_fuzzed_conversation_answers(app_client, model_log, monkeypatch, data):
+def test_every_turn_of_a_fuzzed_conversation_answers(app_client, model_log, app_settings, data):
     model = llm.offline_app()
     model.state.call_ids = data.draw(st.sampled_from(["unique", "unique", "reuse", "empty"]), label="model call ids")
     history: list[dict[str, Any]] = []
     try:
         for _ in range(data.draw(st.integers(2, 4), label="turns")):
-            monkeypatch.setenv("LLM_API", data.draw(st.sampled_from(llm.API_MODES), label="API mode"))
+            app_settings.setenv("LLM_API", data.draw(st.sampled_from(llm.API_MODES), label="API mode"))
             history = [*edit(history, data), {"role": "user", "content": data.draw(st.sampled_from(PROMPTS))}]
             sent = [{key: value for key, value in item.items() if key != "client_made"} for item in history]
             model_log.clear()

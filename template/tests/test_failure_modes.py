@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from starlette.responses import JSONResponse
 from support import ServerThread, free_port
 
-from agent_server import agent, errors, llm, request_guard
+from agent_server import agent, config, errors, llm, request_state
 
 HELLO = {"input": [{"role": "user", "content": "Hello"}]}
 
@@ -72,9 +72,9 @@ def test_previous_response_id_is_refused_with_what_to_send_instead(app_client):
     assert_error(response, 400, "cannot be used with this app", "previous_response_id")
 
 
-def test_too_many_items_or_too_much_text_is_a_413(app_client, monkeypatch):
-    monkeypatch.setattr(request_guard, "MAX_INPUT_ITEMS", 3)
-    monkeypatch.setattr(request_guard, "MAX_INPUT_CHARS", 50)
+def test_too_many_items_or_too_much_text_is_a_413(app_client, app_settings):
+    app_settings.setenv("MAX_INPUT_ITEMS", "3")
+    app_settings.setenv("MAX_INPUT_CHARS", "50")
     items = {"input": [{"role": "user", "content": "hi"}] * 4}
     assert_error(app_client.post("/invocations", json=items), 413, "MAX_INPUT_ITEMS=3", "input")
     long = {"input": [{"role": "user", "content": "x" * 60}]}
@@ -87,12 +87,12 @@ def test_a_body_that_is_not_json_is_a_415(app_client):
 
 
 @pytest.mark.parametrize("api_mode", ["chat_completions"], indirect=True)
-def test_on_behalf_of_user_without_a_user_token_is_a_401(app_client, monkeypatch, model_log):
-    monkeypatch.setenv("LLM_PROVIDER", "databricks")
-    monkeypatch.setenv("LLM_ON_BEHALF_OF_USER", "true")
+def test_on_behalf_of_user_without_a_user_token_is_a_401(app_client, app_settings, model_log):
+    app_settings.setenv("LLM_PROVIDER", "databricks")
+    app_settings.setenv("LLM_ON_BEHALF_OF_USER", "true")
     assert_error(app_client.post("/invocations", json=HELLO), 401, "carries no user token")
     assert not model_log
-    monkeypatch.setenv("LLM_ON_BEHALF_OF_USER_FALLBACK", "true")
+    app_settings.setenv("LLM_ON_BEHALF_OF_USER_FALLBACK", "true")
     assert not llm.needs_user_token(), "the owner may opt in to running such requests as the app"
 
 
@@ -100,16 +100,17 @@ def test_on_behalf_of_user_without_a_user_token_is_a_401(app_client, monkeypatch
 
 
 def test_model_calls_have_a_bounded_timeout_and_retries():
-    assert llm.call_limits({})["max_retries"] == 2 and llm.call_limits({})["timeout"].read == 120
-    limits = llm.call_limits({"LLM_TIMEOUT_SECONDS": "5", "LLM_MAX_RETRIES": "0"})
+    unset = config.Settings({})
+    assert llm.call_limits(unset)["max_retries"] == 2 and llm.call_limits(unset)["timeout"].read == 120
+    limits = llm.call_limits(config.Settings({"LLM_TIMEOUT_SECONDS": "5", "LLM_MAX_RETRIES": "0"}))
     assert (limits["timeout"].read, limits["max_retries"]) == (5, 0)
     for bad in ({"LLM_TIMEOUT_SECONDS": "0"}, {"LLM_TIMEOUT_SECONDS": "soon"}, {"LLM_MAX_RETRIES": "-1"}):
         with pytest.raises(llm.ConfigurationError, match=next(iter(bad))):
-            llm.call_limits(bad)
+            llm.call_limits(config.Settings(bad))
 
 
 @pytest.fixture
-def openai_provider(monkeypatch):
+def openai_provider(app_settings):
     """LLM_PROVIDER=openai at a given URL, with no retries and a 1 s timeout."""
 
     def use(url: str) -> TestClient:
@@ -122,7 +123,7 @@ def openai_provider(monkeypatch):
             "LLM_MAX_RETRIES": "0",
             "LLM_TIMEOUT_SECONDS": "1",
         }.items():
-            monkeypatch.setenv(name, value)
+            app_settings.setenv(name, value)
         from agent_server.app import app
 
         return TestClient(app)
@@ -155,7 +156,7 @@ def test_a_chat_message_index_maps_to_the_item_it_came_from():
         {"role": "assistant", "content": "done"},
         {"role": "user", "content": "thanks"},
     ]
-    failure = errors.UpstreamFailure(model_input=items, system_messages=1)
+    failure = request_state.ModelFailure(model_input=items, system_messages=1)
     sources = [10, 11, 12, 13, 14, 15, 16]  # the client's indexes of those items
     # messages: system, user, assistant with both calls, tool, tool, assistant, user
     expected = {"messages.[1].content": "input[10].content", "messages.[2].role": "input[11].role"}
@@ -200,8 +201,8 @@ def test_a_model_that_keeps_calling_tools_is_a_502_that_says_so(app_client, monk
 # --- availability ------------------------------------------------------------------------------
 
 
-def test_a_stalled_upload_is_a_408(monkeypatch, api_mode):
-    monkeypatch.setattr(request_guard, "BODY_TIMEOUT_SECONDS", 1)
+def test_a_stalled_upload_is_a_408(app_settings, api_mode):
+    app_settings.setenv("BODY_TIMEOUT_SECONDS", "1")
     from agent_server.app import app
 
     with ServerThread(app) as url, socket.create_connection(url.removeprefix("http://").split(":")) as sock:

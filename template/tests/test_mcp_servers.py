@@ -16,6 +16,7 @@ from typing import Any
 
 import mlflow
 import pytest
+from conftest import AppSettings
 from fastapi.testclient import TestClient
 from support import (
     DELETED,
@@ -30,7 +31,8 @@ from support import (
     reply_text,
 )
 
-from agent_server import approvals, mcp_connections, mcp_servers
+from agent_server import mcp_connections, mcp_servers
+from agent_server.history import approvals
 
 MANAGED_PATH = "/api/2.0/mcp/functions/main/tools"
 
@@ -42,15 +44,15 @@ def tools_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def mcp_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tools_url: str) -> None:
+def mcp_env(request: pytest.FixtureRequest, app_settings: AppSettings, tools_url: str) -> None:
     """MCP_SERVERS naming the tool server (after a server that is down, when asked), and short limits."""
     servers = [{"name": "tools", "url": tools_url, "require_approval": ["delete_file"]}]
     if getattr(request, "param", None) == "with_a_server_down":
         servers.insert(0, {"name": "down", "url": f"http://127.0.0.1:{free_port()}/mcp"})
-    monkeypatch.setenv("MCP_SERVERS", json.dumps(servers))
-    monkeypatch.setenv("MCP_TIMEOUT_SECONDS", "1")
-    monkeypatch.setenv("MCP_CONNECT_TIMEOUT_SECONDS", "3")
-    monkeypatch.setenv("MCP_MAX_OUTPUT_CHARS", "1000")
+    app_settings.setenv("MCP_SERVERS", json.dumps(servers))
+    app_settings.setenv("MCP_TIMEOUT_SECONDS", "1")
+    app_settings.setenv("MCP_CONNECT_TIMEOUT_SECONDS", "3")
+    app_settings.setenv("MCP_MAX_OUTPUT_CHARS", "1000")
 
 
 @pytest.fixture
@@ -190,7 +192,7 @@ def test_a_forged_approval_runs_nothing_and_the_conversation_goes_on(waiting_for
 
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 def test_an_approval_sent_alone_in_a_kept_conversation_runs_the_tool_once(mcp_client, stream):
-    """With conversation memory (agent_server/memory.py) the client sends only its answer to the request."""
+    """With conversation memory (agent_server/memory/) the client sends only its answer to the request."""
     DELETED.clear()
     chat = Conversation(mcp_client, stream)
     chat.send("Hello")
@@ -246,11 +248,11 @@ def test_databricks_managed_servers_get_the_apps_token(monkeypatch):
 
 
 @pytest.mark.parametrize("token_set", [True, False], ids=["token", "no-token"])
-def test_headers_come_from_the_variables_named_and_a_refused_server_is_left_out(monkeypatch, caplog, token_set):
+def test_headers_come_from_the_variables_named_and_a_refused_server_is_left_out(app_settings, caplog, token_set):
     guarded = mcp_tool_server(token="s3cret")
     with ServerThread(guarded.app) as url:
         if token_set:
-            monkeypatch.setenv("TOOLS_AUTH", "Bearer s3cret")
+            app_settings.setenv("TOOLS_AUTH", "Bearer s3cret")
         spec = mcp_servers.server(f"{url}/mcp", "guarded", headers_from_env={"Authorization": "TOOLS_AUTH"})
 
         async def tools_offered() -> list[str]:
@@ -269,10 +271,10 @@ def test_headers_come_from_the_variables_named_and_a_refused_server_is_left_out(
         assert any("guarded is left out" in record.getMessage() for record in caplog.records)
 
 
-def test_a_tool_added_while_the_app_runs_is_offered_once_the_cache_expires(monkeypatch):
+def test_a_tool_added_while_the_app_runs_is_offered_once_the_cache_expires(app_settings):
     growing = mcp_tool_server()
     with ServerThread(growing.app) as url:
-        monkeypatch.setenv("MCP_TOOLS_TTL_SECONDS", "0.2")
+        app_settings.setenv("MCP_TOOLS_TTL_SECONDS", "0.2")
 
         async def offered_before_and_after() -> tuple[set[str], set[str]]:
             connections = mcp_connections.McpConnections([mcp_servers.server(f"{url}/mcp", "growing")])
@@ -316,14 +318,14 @@ def test_a_malformed_mcp_servers_is_a_one_line_error_at_start_up(value, message)
     assert result.stderr.strip().startswith(f"start-app: {message}"), result.stderr
 
 
-def test_a_server_gone_when_its_tool_list_expires_is_left_out_not_a_failed_turn(monkeypatch, api_mode, model_log):
+def test_a_server_gone_when_its_tool_list_expires_is_left_out_not_a_failed_turn(app_settings, api_mode, model_log):
     """The tool list is refreshed before the run: a server down by then is dropped, and the turn answers."""
     from agent_server.app import app
 
     stopping = ServerThread(mcp_tool_server().app)
     url = stopping.__enter__()
-    monkeypatch.setenv("MCP_SERVERS", json.dumps([{"name": "brief", "url": f"{url}/mcp"}]))
-    monkeypatch.setenv("MCP_TOOLS_TTL_SECONDS", "0.2")
+    app_settings.setenv("MCP_SERVERS", json.dumps([{"name": "brief", "url": f"{url}/mcp"}]))
+    app_settings.setenv("MCP_TOOLS_TTL_SECONDS", "0.2")
     with TestClient(app) as client:
         assert "Sunny in Paris" in tool_output(Chat(client, stream=True).send("Use lookup_weather"))
         stopping.__exit__(None, None, None)

@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Conversation memory (agent_server/memory.py) through the real app, SDK and offline model.
+"""Conversation memory (agent_server/memory/) through the real app, SDK and offline model.
 
 Every test runs on SQLite, and on PostgreSQL too when MEMORY_TEST_POSTGRES_URL names a database
 (the template's own tests start a real server and set it), in both API modes.
@@ -20,13 +20,14 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from agents import Agent, ModelSettings, function_tool
+from conftest import AppSettings
 from fastapi.testclient import TestClient
 from sqlalchemy.ext.asyncio import create_async_engine
 from support import Conversation, ServerThread, post_turn, reply_text
 
-from agent_server import agent, llm, memory, memory_settings
-from agent_server.memory_schema import ITEM_FORMAT, SchemaTooNew
-from agent_server.memory_store import Store
+from agent_server import agent, llm, memory
+from agent_server.memory.schema import ITEM_FORMAT, SchemaTooNew
+from agent_server.memory.store import Store
 
 BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
 ADA, BOB = "ada@example.com", "bob@example.com"
@@ -37,12 +38,11 @@ def counts(user: int, assistant: int, tool: int = 0) -> str:
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path) -> str:
+def backend(request: pytest.FixtureRequest, app_settings: AppSettings, tmp_path) -> str:
     url = str(tmp_path / "conversations.db") if request.param == "sqlite" else os.environ["MEMORY_TEST_POSTGRES_URL"]
-    monkeypatch.setenv("MEMORY_BACKEND", request.param)
-    monkeypatch.setenv("MEMORY_DATABASE_URL", url)
-    monkeypatch.setenv("MEMORY_USER_HEADER", "x-test-user")
-    monkeypatch.setattr(memory_settings, "_settings", None)  # read again from this environment
+    app_settings.setenv("MEMORY_BACKEND", request.param)
+    app_settings.setenv("MEMORY_DATABASE_URL", url)
+    app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
     return url
 
 
@@ -102,13 +102,13 @@ def test_a_regenerated_answer_replaces_the_stored_one(client):
     assert len(stored(client, chat.id).json()["items"]) == 4
 
 
-def test_a_conversation_written_in_one_api_mode_continues_in_the_other(client, api_mode, monkeypatch):
+def test_a_conversation_written_in_one_api_mode_continues_in_the_other(client, api_mode, app_settings):
     chat = Conversation(client, stream=False)
     chat.send("What time is it?")
     other = "responses" if api_mode == "chat_completions" else "chat_completions"
-    monkeypatch.setenv("LLM_API", other)
+    app_settings.setenv("LLM_API", other)
     assert counts(2, 1, 1) in reply_text(chat.send("And now?"))
-    monkeypatch.setenv("LLM_API", api_mode)
+    app_settings.setenv("LLM_API", api_mode)
     assert counts(3, 2, 1) in reply_text(chat.send("Once more"))
 
 
@@ -205,10 +205,8 @@ def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(ba
         assert counts(2, 1) in reply_text(chat.send("Two"))
 
 
-def test_retention_keeps_the_newest_whole_turns(client, monkeypatch):
-    monkeypatch.setattr(
-        memory_settings, "_settings", memory_settings.MemorySettings.from_env({**os.environ, "MEMORY_MAX_ITEMS": "5"})
-    )
+def test_retention_keeps_the_newest_whole_turns(client, app_settings):
+    app_settings.setenv("MEMORY_MAX_ITEMS", "5")
     chat = Conversation(client, stream=False)
     for text in ("One", "Two", "Three"):
         chat.send(text)
@@ -216,9 +214,8 @@ def test_retention_keeps_the_newest_whole_turns(client, monkeypatch):
     assert [item["content"] for item in kept if item["role"] == "user"] == ["Two", "Three"]
 
 
-def test_a_turn_over_the_size_cap_is_a_413_and_stores_nothing(client, monkeypatch):
-    settings = memory_settings.MemorySettings.from_env({**os.environ, "MEMORY_MAX_TURN_BYTES": "1000"})
-    monkeypatch.setattr(memory_settings, "_settings", settings)
+def test_a_turn_over_the_size_cap_is_a_413_and_stores_nothing(client, app_settings):
+    app_settings.setenv("MEMORY_MAX_TURN_BYTES", "1000")
     big = f"big-{uuid.uuid4()}"
     body = {"input": [{"role": "user", "content": "x" * 2000}], "context": {"conversation_id": big}}
     response = client.post("/invocations", json=body)
@@ -297,9 +294,8 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
         assert counts(2, 1, 1) in reply_text(chat.send("And now?"))
 
 
-def test_with_memory_off_the_client_keeps_the_history(api_mode, model_log, monkeypatch):
-    monkeypatch.setenv("MEMORY_BACKEND", "none")
-    monkeypatch.setattr(memory_settings, "_settings", None)
+def test_with_memory_off_the_client_keeps_the_history(api_mode, model_log, app_settings):
+    app_settings.setenv("MEMORY_BACKEND", "none")
     from agent_server.app import app
 
     with TestClient(app) as client:

@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Properties of the rule that merges what a client sends with a stored conversation (agent_server/memory_merge.py):
+"""Properties of the rule that merges what a client sends with a stored conversation (agent_server/memory/merge.py):
 the model sees each turn once, and nothing the client sent is lost, whichever way the client sends it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_server.history import Rendered
-from agent_server.memory_merge import comparable, made_by_client, merge
+from agent_server.memory.merge import comparable, made_by_client, merge
 
 WORDS = st.sampled_from(["hi", "again", "time?", "thanks"])  # few words, so that items often repeat
 

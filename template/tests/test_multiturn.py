@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from support import Chat, reply_text
 
-from agent_server.tool_pairs import output_bound_call_id
+from agent_server.history.tool_pairs import output_bound_call_id
 
 pytestmark = pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 

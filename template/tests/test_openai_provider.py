@@ -17,14 +17,14 @@ from agent_server.offline import create_offline_app
 
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 @pytest.mark.parametrize("api", API_MODES)
-def test_multi_turn_chat_with_a_tool_turn(monkeypatch, api, stream):
+def test_multi_turn_chat_with_a_tool_turn(app_settings, api, stream):
     server_app = create_offline_app()
     with ServerThread(server_app) as url:
-        monkeypatch.setenv("LLM_PROVIDER", "openai")
-        monkeypatch.setenv("LLM_MODEL", "any-model")
-        monkeypatch.setenv("LLM_API", api)
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        app_settings.setenv("LLM_PROVIDER", "openai")
+        app_settings.setenv("LLM_MODEL", "any-model")
+        app_settings.setenv("LLM_API", api)
+        app_settings.setenv("OPENAI_BASE_URL", f"{url}/v1")
+        app_settings.setenv("OPENAI_API_KEY", "test-key")
         from agent_server.app import app
 
         with TestClient(app) as client:

@@ -16,7 +16,7 @@ from history_catalogue import CLIENT_TOOL_ERROR, SHAPES, call, output, user
 from support import Chat, reply_text
 
 from agent_server.history import render_history
-from agent_server.tool_pairs import output_bound_call_id
+from agent_server.history.tool_pairs import output_bound_call_id
 
 REPAIRS = [shape for shape in SHAPES if shape.group == "Repairs"]
 

@@ -51,11 +51,11 @@ def test_missing_or_bad_configuration_stops_with_a_clear_error(tmp_path, env, na
     ],
     ids=["local", "databricks-apps", "HOST", "--host"],
 )
-def test_listens_on_loopback_unless_deployed_or_told(monkeypatch, env, argv, host):
+def test_listens_on_loopback_unless_deployed_or_told(app_settings, env, argv, host):
     for name in ("HOST", "DATABRICKS_APP_PORT", "PORT"):
-        monkeypatch.delenv(name, raising=False)
+        app_settings.delenv(name)
     for name, value in env.items():
-        monkeypatch.setenv(name, value)
+        app_settings.setenv(name, value)
     assert start_server.parse_args(argv).host == host
 
 
@@ -77,7 +77,7 @@ def test_a_bad_port_is_a_one_line_error(name, value):
     ],
 )
 def test_a_bad_number_setting_is_a_one_line_error(name, value):
-    """Every number variable is read by llm.env_number: never a silent fall back to the default."""
+    """Every number variable is parsed by agent_server/config.py: never a silent fall back to the default."""
     env = app_env(LLM_PROVIDER="offline", **{name: value})
     args = [START_APP, "--port", str(free_port())]
     result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
@@ -89,8 +89,9 @@ def test_health_keeps_answering_while_the_largest_allowed_request_is_served():
     """No request stalls the server: /health answers, every time, while the largest body is parsed,
     rendered and answered. How fast it answers is a benchmark figure, not a test (a loaded CI machine
     made a 0.5 s bound flaky)."""
-    from agent_server.request_guard import MAX_INPUT_CHARS, MAX_INPUT_ITEMS
+    from agent_server.config import RequestLimits
 
+    MAX_INPUT_CHARS, MAX_INPUT_ITEMS = RequestLimits().max_input_chars, RequestLimits().max_input_items  # defaults
     with StartedApp(app_env(LLM_PROVIDER="offline")) as url:
         text = "x" * (MAX_INPUT_CHARS // MAX_INPUT_ITEMS - 40)  # leaves room for the keys
         items = [{"role": ("user", "assistant")[i % 2], "content": text} for i in range(MAX_INPUT_ITEMS - 1)]
@@ -213,7 +214,8 @@ def test_what_start_up_made_is_frozen_out_of_the_collectors_way(app_client):
 
 @pytest.mark.parametrize(("level", "clients"), [("INFO", "WARNING"), ("WARNING", "WARNING"), ("DEBUG", "DEBUG")])
 def test_the_http_clients_say_each_model_call_only_at_debug(level, clients):
+    from agent_server.config import Settings
     from agent_server.logs import log_config
 
-    loggers = log_config({"LOG_LEVEL": level})["loggers"]
+    loggers = log_config(Settings({"LOG_LEVEL": level}))["loggers"]
     assert loggers["httpx"]["level"] == loggers["httpx2"]["level"] == clients

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import mlflow
 
-from agent_server.tracing import Limits, preview, prune
+from agent_server.config import TraceLimits
+from agent_server.tracing import preview, prune
 
-LIMITS = Limits(payload_chars=100, max_bytes=3000, max_age_seconds=3600)
+LIMITS = TraceLimits(payload_chars=100, max_bytes=3000, max_age_seconds=3600)
 
 
 def fake_trace(store, name: str, size: int, age_seconds: float) -> None:

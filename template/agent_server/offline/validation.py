@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic_core import SchemaValidator, ValidationError
 
-from agent_server.tool_pairs import ID_PREFIXES
+from agent_server.history.tool_pairs import ID_PREFIXES
 
 # The content part types each message role may hold in the Responses API.
 INPUT_PART_TYPES = ("input_text", "input_image", "input_file")

@@ -1,7 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Where conversations are kept: SQLite or PostgreSQL, through SQLAlchemy (one schema, one query code).
 
-The tables and their forward-only migrations are in memory_schema.py; `open` brings a database up to date.
+The tables and their forward-only migrations are in schema.py; `open` brings a database up to date.
 
 Two requests in one conversation never interleave: a turn first takes the conversation's lease
 (a conditional UPDATE, which holds across app instances on one database), and the second gets
@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from agent_server.memory_schema import ITEM_FORMAT, SchemaTooNew, conversations, items, migrate
+from agent_server.memory.schema import ITEM_FORMAT, SchemaTooNew, conversations, items, migrate
 
 T = TypeVar("T")
 

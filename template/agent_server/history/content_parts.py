@@ -1,7 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """The render's rules for message content: text, refusals, images and files, as both APIs name them.
 
-Stdlib only, like history.py, which calls these for every message and tool output.
+Stdlib only, like the rest of the render (render.py), which calls these for every message and tool output.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from agent_server.history_errors import HistoryError, json_type, part_name, required_str
+from agent_server.history.errors import HistoryError, json_type, part_name, required_str
 
 logger = logging.getLogger("agent_server.history")
 

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_server.approvals import canonical_arguments
 from agent_server.history import Rendered
+from agent_server.history.approvals import canonical_arguments
 
 MergeKind = Literal["new conversation", "extends", "new turn", "diverged"]
 CLIENT_ROLES = frozenset({"user", "system", "developer"})

@@ -1,53 +1,22 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The render boundary: chat history in whatever shape a client sent, out as
-items that every supported openai-agents version accepts in both API modes.
-
-Why a render step (measured on openai-agents 0.4-0.24, mlflow 3.5-3.17):
-- MLflow's `ResponsesAgentRequest` drops the `id` of assistant messages and adds
-  `"status": None`; openai-agents >= 0.19 then rejects the item in chat-completions mode
-  (`UserError: Unhandled item type or structure`), on every later turn.
-- In Responses mode the SDK forwards items untouched, so a null `status`, a client-made id
-  or a chat-completions-shaped message reaches the API as is, and gets a 400.
-- Real clients replay what they were sent, in their own shapes, and break tool pairing in
-  ways they repeat on every later turn: a history refused once is refused forever.
-
-So each item is rewritten into the one shape both modes accept, and what a real
-conversation breaks is repaired (agent_server/tool_pairs.py); only what no conversation
-could produce is a HistoryError, a 400 that names the item. Stdlib only, on purpose, so
-the rules can be read and tested on their own. The rules for each shape are in the code
-below, content_parts.py and tool_pairs.py; docs/history-shapes.md shows every shape real
-clients send and its render (tests/history_catalogue.py).
-"""
+"""The render of each item: messages, tool calls and outputs, MCP items, in whatever shape a client sent them,
+out as the one shape both API modes accept (the rules for message content are in content_parts.py; pairing
+calls with outputs, and its repairs, in tool_pairs.py). Stdlib only, like the whole package."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from agent_server import approvals
-from agent_server.content_parts import assistant_text, check_chat_completions, input_content, tool_output
-from agent_server.history_errors import HistoryError, json_type, show
-from agent_server.tool_pairs import INTERRUPTED_CALL_OUTPUT, Rendered, pair_calls_with_outputs
+from agent_server.config import ApiMode
+from agent_server.history import approvals
+from agent_server.history.content_parts import assistant_text, check_chat_completions, input_content, tool_output
+from agent_server.history.errors import HistoryError, json_type, show
+from agent_server.history.tool_pairs import Rendered, pair_calls_with_outputs
 
-__all__ = [
-    "API_MODES",
-    "INTERRUPTED_CALL_OUTPUT",
-    "ApiMode",
-    "HistoryError",
-    "Rendered",
-    "json_type",
-    "pair_calls_with_outputs",
-    "render_each",
-    "render_history",
-    "render_with_sources",
-]
-
-logger = logging.getLogger(__name__)
-
-ApiMode = Literal["chat_completions", "responses"]
-API_MODES: tuple[ApiMode, ...] = ("chat_completions", "responses")
+logger = logging.getLogger("agent_server.history")
 
 # Items that point at state held by the Responses API; MLflow's request model rejects them.
 SERVER_STATE_TYPES = ("compaction", "item_reference")
@@ -74,7 +43,7 @@ def render_with_sources(items: Sequence[Any], api: ApiMode = "chat_completions")
 def render_each(items: Sequence[Any], api: ApiMode = "chat_completions") -> list[Rendered]:
     """Each item rendered on its own, before tool calls are paired with their outputs (tool_pairs.py).
 
-    Conversation memory stores this form (agent_server/memory.py): pairing depends on what comes
+    Conversation memory stores this form (agent_server/memory/): pairing depends on what comes
     later in the conversation, so it runs on the whole history each time it is sent to the model.
     """
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):

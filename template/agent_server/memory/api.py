@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The caller's stored conversations (agent_server/memory.py): list, read and delete them.
+"""The caller's stored conversations: list, read and delete them.
 
     GET    /conversations        {"conversations": [{"id", "title", "updated_at"}]}, newest first
     GET    /conversations/{id}   {"id", "items": [...]}: the items as the model sees them
@@ -17,10 +17,13 @@ from collections.abc import Awaitable, Callable
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from agent_server import llm, memory
+from agent_server import llm
 from agent_server.errors import BadRequest, error_response
 from agent_server.history import render_history
-from agent_server.memory_store import Unavailable
+from agent_server.memory.database import store
+from agent_server.memory.settings import enabled
+from agent_server.memory.store import Unavailable
+from agent_server.memory.turns import owner_of
 
 router = APIRouter(prefix="/conversations", include_in_schema=False)
 
@@ -28,7 +31,7 @@ router = APIRouter(prefix="/conversations", include_in_schema=False)
 @router.get("")
 async def list_conversations(request: Request) -> Response:
     async def answer(owner: str) -> Response:
-        found = await (await memory.store()).conversations(owner)
+        found = await (await store()).conversations(owner)
         listed = [{"id": c.id, "title": c.title, "updated_at": c.updated_at} for c in found]
         return JSONResponse({"conversations": listed})
 
@@ -38,7 +41,7 @@ async def list_conversations(request: Request) -> Response:
 @router.get("/{conversation_id}")
 async def read_conversation(conversation_id: str, request: Request) -> Response:
     async def answer(owner: str) -> Response:
-        rows = await (await memory.store()).items(owner, conversation_id)
+        rows = await (await store()).items(owner, conversation_id)
         if rows is None:
             return _not_found(conversation_id)
         stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
@@ -50,17 +53,17 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
 @router.delete("/{conversation_id}")
 async def delete_conversation(conversation_id: str, request: Request) -> Response:
     async def answer(owner: str) -> Response:
-        deleted = await (await memory.store()).delete(owner, conversation_id)
+        deleted = await (await store()).delete(owner, conversation_id)
         return Response(status_code=204) if deleted else _not_found(conversation_id)
 
     return await _for_caller(request, answer)
 
 
 async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Response]]) -> Response:
-    if not memory.enabled():
+    if not enabled():
         return error_response(404, "This app keeps no conversations (MEMORY_BACKEND=none).")
     try:
-        return await answer(memory.owner_of(request.headers))
+        return await answer(owner_of(request.headers))
     except BadRequest as error:
         return error_response(error.status, str(error), error.param)
     except Unavailable as error:

@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Human approval of MCP tool calls, with no state kept on the server. Stdlib only, like the render.
+"""Human approval of MCP tool calls, with no state kept on the server. Stdlib only, like the whole render.
 
 When the model calls a tool that needs approval, the turn ends with an `mcp_approval_request`
 item instead of the call (the Databricks chat UI shows it as Approve/Deny buttons). Its id is a
@@ -22,10 +22,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from agent_server import config
 
 ID_PREFIX = "mcpr_"
 APPROVED = "\x00approved: the app runs this tool and puts its output here"
@@ -34,14 +35,18 @@ NOT_VERIFIED = (
     "This approval was not run: the app did not make this approval request for this conversation and call "
     "(or was restarted without MCP_APPROVAL_SECRET). Ask again if the tool is still needed."
 )
-_SECRET = (os.environ.get("MCP_APPROVAL_SECRET") or "").encode() or secrets.token_bytes(32)
+_PROCESS_SECRET = secrets.token_bytes(32)  # without MCP_APPROVAL_SECRET: this process's own
+
+
+def _secret() -> bytes:
+    return config.settings().mcp.approval_secret.encode() or _PROCESS_SECRET
 
 
 def approval_id(history: Sequence[Mapping[str, Any]], name: str, arguments: str) -> str:
     """The id of an approval request for this call, after these (rendered) items."""
     users = [item.get("content") for item in history if item.get("role") == "user"]
     signed = json.dumps([users, name, canonical_arguments(arguments)], sort_keys=True, separators=(",", ":"))
-    return ID_PREFIX + hmac.new(_SECRET, signed.encode(), hashlib.sha256).hexdigest()[:48]
+    return ID_PREFIX + hmac.new(_secret(), signed.encode(), hashlib.sha256).hexdigest()[:48]
 
 
 def canonical_arguments(arguments: Any) -> str:

@@ -1,7 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Server-side conversation memory: a client may send only its new turn, and the app adds the rest.
-
-Its variables (MEMORY_*) are read by agent_server/memory_settings.py.
+"""A turn of a stored conversation: whose it is, which conversation, its merged history, and its storing.
 
 A conversation is named by `context.conversation_id` (the Databricks chat UI sends its chat id)
 or `custom_inputs.session_id` (upstream agent templates); a request that names none starts a
@@ -11,120 +9,43 @@ A conversation belongs to the identity that made it: on Databricks Apps, the use
 forwards (`X-Forwarded-User`, else `X-Forwarded-Email`), which only a deployed app can trust.
 Ids are per owner, so another identity that names the same id reads and changes nothing of it:
 it has no conversation of that id (GET and DELETE answer 404) and, if it sends a turn, starts its
-own. What the client sends is merged with what is stored by memory_merge.py's rule. The stored
+own. What the client sends is merged with what is stored by merge.py's rule. The stored
 items are the render's (history.render_each), and go through the render again on the way out, so
 a conversation outlives changes of SDK, API mode and render rules.
 
 A turn is stored when it completes, all at once with its answer. A turn that failed, or that
 the client stopped, is not stored at all: the client still holds what it sent, and sends it again.
-Two turns of one conversation at once: the second gets a 409 (memory_store.py).
+Two turns of one conversation at once: the second gets a 409 (store.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import json
 import logging
-import os
 import re
-import sqlite3
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_server import approvals, llm
+from agent_server import config, llm
 from agent_server.errors import BadRequest
-from agent_server.history import ApiMode, HistoryError, Rendered, render_each
-from agent_server.memory_lakebase import LakebaseToken
-from agent_server.memory_merge import Merge, merge
-from agent_server.memory_schema import SchemaTooNew
-from agent_server.memory_settings import enabled as enabled  # callers ask memory.enabled()
-from agent_server.memory_settings import settings
-from agent_server.memory_store import Busy, Store, StoredItem, Unavailable
+from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
+from agent_server.memory import database
+from agent_server.memory.merge import Merge, merge
+from agent_server.memory.settings import enabled, settings
+from agent_server.memory.store import Busy, StoredItem, Unavailable
 from agent_server.offload import INLINE_ITEMS, cpu_work
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("agent_server.memory")
 
 CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
 LOCAL_OWNER = "local"
-PRUNE_EVERY_SECONDS = 3600
-
-_store: Store | None = None
-_token: LakebaseToken | None = None
-_last_prune = 0.0
-
-
-async def open_memory() -> None:
-    """Connect and migrate (app start-up); a database that cannot be used stops the app with the reason."""
-    global _store, _token
-    current = settings()
-    if current.backend == "none":
-        return
-    _token = LakebaseToken(current.lakebase_instance) if current.lakebase_instance else None
-    if _token is not None:
-        await _token.fresh()
-    _store = Store(current.url, password=_token.current if _token else None)  # type: ignore[arg-type]
-    try:
-        await _store.open()
-    except (Unavailable, SchemaTooNew) as error:
-        await _store.close()
-        _store = None
-        where = current.url.render_as_string(hide_password=True) if current.url else "?"
-        raise llm.ConfigurationError(f"conversation memory ({current.backend}, {where}): {error}") from None
-    await _prune()
-
-
-def check_database() -> str:
-    """Open the database once and close it again (start-app, before it serves); says where conversations are kept.
-
-    ConfigurationError, with the reason, if the settings are wrong or the database cannot be used.
-    """
-    current = settings()
-    if current.backend == "none":
-        return "no store (MEMORY_BACKEND=none): clients send the whole conversation"
-
-    where = current.url.render_as_string(hide_password=True) if current.url else ""
-    if current.backend == "sqlite":
-        # Opened here first, so that a file that cannot be opened is the one-line reason, not a traceback.
-        try:
-            sqlite3.connect(current.url.database or "").close()  # type: ignore[union-attr]
-        except sqlite3.Error as error:
-            reason = f"{type(error).__name__}: {error}"
-            raise llm.ConfigurationError(f"conversation memory (sqlite, {where}): {reason}") from None
-
-    async def once() -> None:
-        await open_memory()
-        await close_memory()
-
-    asyncio.run(once())
-    return f"{current.backend} ({where})"
-
-
-async def close_memory() -> None:
-    global _store
-    if _store is not None:
-        await _store.close()
-        _store = None
-
-
-async def store() -> Store:
-    """The open store, with a fresh Lakebase token for any connection it makes next."""
-    if _store is None:
-        raise BadRequest("Conversation memory is not open: the app is starting or stopping.", status=503)
-    if _token is not None:
-        try:
-            await _token.fresh()
-        except Exception as error:  # the workspace could not be asked: the database cannot be reached either
-            raise BadRequest(f"Conversation memory is unavailable: no database token ({error}).", status=503) from None
-    return _store
 
 
 def owner_of(headers: Mapping[str, str]) -> str:
     """The caller's identity, which owns its conversations (see the module docstring)."""
-    if os.environ.get("DATABRICKS_APP_NAME"):  # behind the Databricks Apps proxy, which sets these
+    if config.settings().deployment.on_databricks_apps:  # behind the Databricks Apps proxy, which sets these
         owner = headers.get("x-forwarded-user") or headers.get("x-forwarded-email")
         named = "X-Forwarded-User or X-Forwarded-Email"
     elif settings().user_header:
@@ -193,18 +114,18 @@ class Turn:
         title = _title(self.merged.history) if self.merged.kind in ("new conversation", "diverged") else None
         current = settings()
         try:
-            await (await store()).finish_turn(
+            await (await database.store()).finish_turn(
                 self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items
             )
         except (Unavailable, Busy) as error:
             raise MemoryFailure(self.conversation_id, error) from None
         self.done = True
-        _prune_soon()
+        database.prune_soon()
 
     async def end(self) -> None:
         """A turn that did not finish gives its conversation back, storing nothing."""
         if not self.done:
-            await _release(self.owner, self.conversation_id, self.lease)
+            await database.release(self.owner, self.conversation_id, self.lease)
 
 
 class MemoryFailure(RuntimeError):
@@ -220,9 +141,6 @@ class MemoryFailure(RuntimeError):
         super().__init__(f"This turn of conversation {conversation_id} was not stored ({reason}); send it again.")
 
 
-current_turn: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("agent_server.memory.turn", default=None)
-
-
 async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: History) -> Turn | None:
     """Take the conversation this request names (or a new one) and merge its stored items in; None if memory is off.
 
@@ -235,7 +153,9 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
     api = llm.settings().api
     lease = uuid.uuid4().hex
     try:
-        stored_items = await (await store()).start_turn(owner, conversation_id, lease, settings().lease_seconds)
+        stored_items = await (await database.store()).start_turn(
+            owner, conversation_id, lease, settings().lease_seconds
+        )
     except Busy:
         raise BadRequest(
             f"Conversation {conversation_id} is answering another request; send this one when that one is done.",
@@ -250,20 +170,11 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
         merged = merge(stored.each, [Rendered(e.index + stored.stored, e.item, e.client_id) for e in sent.each])
         _check_size(merged)
     except BaseException:
-        await _release(owner, conversation_id, lease)
+        await database.release(owner, conversation_id, lease)
         raise
     history = History(merged.history, [*stored.client_items, *sent.client_items], stored.stored)
     logger.info("memory: conversation %s, %s (%d items added)", conversation_id, merged.kind, len(merged.new))
     return Turn(owner, conversation_id, lease, merged, history, api)
-
-
-async def _release(owner: str, conversation_id: str, lease: str) -> None:
-    if _store is None:
-        return
-    try:
-        await _store.release(owner, conversation_id, lease)
-    except Unavailable as error:  # the lease runs out by itself (MEMORY_TURN_LEASE_SECONDS)
-        logger.warning("memory: could not release conversation %s: %s", conversation_id, error)
 
 
 def _stored_history(rows: list[StoredItem], api: ApiMode) -> History:
@@ -310,24 +221,3 @@ def _title(history: Sequence[Rendered]) -> str:
 
 def _id(client_id: Any) -> str | None:
     return client_id if isinstance(client_id, str) and client_id else None
-
-
-def _prune_soon() -> None:
-    if time.time() - _last_prune > PRUNE_EVERY_SECONDS:
-        asyncio.get_running_loop().create_task(_prune())
-
-
-async def _prune() -> None:
-    """Delete conversations idle for longer than MEMORY_MAX_AGE_DAYS (at start-up, then at most hourly)."""
-    global _last_prune
-    _last_prune = time.time()
-    days = settings().max_age_days
-    if days <= 0 or _store is None:
-        return
-    try:
-        gone = await _store.delete_older_than(time.time() - days * 86400)
-    except Unavailable as error:
-        logger.warning("memory: could not delete old conversations: %s", error)
-        return
-    if gone:
-        logger.info("memory: deleted %d conversations idle for more than %g days", gone, days)

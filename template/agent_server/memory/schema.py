@@ -6,7 +6,7 @@ and `agent_conversation_items` (the conversation's items in order, as history.re
 renders them, in JSON). A third, `agent_memory_schema`, holds the schema version.
 
 The schema changes only forward: MIGRATIONS[n] takes a database from version n-1 to n, and
-memory_store's `open` runs the ones a database has not had, in one transaction, at start-up. A
+store.py's `open` runs the ones a database has not had, in one transaction, at start-up. A
 migration, once released, never changes; a new release adds the next one. A database written by
 a newer release is refused rather than guessed at.
 """

@@ -1,7 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Pair each tool call in a rendered history with exactly one output: the render's last step.
 
-Stdlib only, like history.py, which calls `pair_calls_with_outputs`. Both APIs need every
+Stdlib only, like the rest of the render (render.py), which calls `pair_calls_with_outputs`. Both APIs need every
 call answered by one output, right after the calls, before the next message. Real
 conversations break that in ways a client replays on every later turn, so each is
 repaired here (logged at INFO with the item's index; docs/history-shapes.md, "Repairs"):

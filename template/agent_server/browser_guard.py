@@ -1,0 +1,58 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""BrowserGuard: it keeps the web pages a developer visits from driving the agent with the
+developer's keys. The app has no login of its own (Databricks Apps puts one in front of
+it), so three checks stand in for one against browsers:
+- a POST must be `Content-Type: application/json` (415): a page may send `text/plain`
+  to any site without asking first, but never JSON;
+- a browser's `Origin` must be the app's own, or one of ALLOWED_ORIGINS (comma-separated
+  `scheme://host[:port]`), or the request is refused (403);
+- with ALLOWED_HOSTS set (comma-separated host names), any other `Host` is refused (400),
+  which stops DNS rebinding. start-app sets it to the loopback names when it listens on
+  loopback, as it does unless deployed or told otherwise (HOST).
+"""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
+
+from agent_server import config
+from agent_server.asgi import HttpMiddleware
+from agent_server.errors import error_response
+
+
+class BrowserGuard(HttpMiddleware):
+    """A request a web page could forge gets a 4xx (see the module docstring)."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = self.refusal(scope)
+        if refusal is None:
+            await self.app(scope, receive, send)
+        else:
+            await error_response(*refusal)(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> tuple[int, str] | None:
+        headers = Headers(scope=scope)
+        checks = config.settings().browser
+        host, allowed_hosts = headers.get("host", ""), checks.allowed_hosts
+        if allowed_hosts and _hostname(host) not in allowed_hosts:
+            return 400, f"Host {host!r} is not one this app answers to; add it to ALLOWED_HOSTS."
+        origin = headers.get("origin")
+        if origin is not None and origin not in (_own_origin(scope, headers), *checks.allowed_origins):
+            return 403, f"Requests from web pages at {origin!r} are refused; add it to ALLOWED_ORIGINS to allow them."
+        media_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if scope["method"] == "POST" and media_type != "application/json":
+            return 415, "The request body must be JSON, sent with 'Content-Type: application/json'."
+        return None
+
+
+def _own_origin(scope: Scope, headers: Headers) -> str:
+    scheme = headers.get("x-forwarded-proto") or scope.get("scheme", "http")
+    return f"{scheme}://{headers.get('x-forwarded-host') or headers.get('host', '')}"
+
+
+def _hostname(host: str) -> str:
+    """`host[:port]` without the port; an IPv6 address keeps its brackets."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.rsplit(":", 1)[0]

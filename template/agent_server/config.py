@@ -1,0 +1,318 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Every setting the app reads, declared once: its variable, type, default, limits and what it means.
+
+One policy for all of them: the environment is read once (the first `settings()`, or `start-app`'s check,
+before it serves), each value is parsed and checked against its limits, and every module reads the parsed
+value from here. A bad value is a ConfigurationError that names the variable, never a silent fall back to
+the default. Tests change settings in one way: set the variables, then `reload()` (the app's tests do both
+through their `app_settings` fixture).
+
+Each group is read on first use, so a bad setting of one part (memory, say) does not stop another part
+from reading its own. The README's Configuration table lists every variable declared here
+(tests/test_config.py checks both ways). Stdlib only, and no import of the rest of the app, so every
+module may read it, the history render included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_server import defaults
+
+ApiMode = Literal["chat_completions", "responses"]
+API_MODES: tuple[ApiMode, ...] = ("chat_completions", "responses")
+Provider = Literal["openai", "databricks", "offline"]
+PROVIDERS: tuple[Provider, ...] = ("openai", "databricks", "offline")
+MemoryBackend = Literal["none", "sqlite", "postgres"]
+MEMORY_BACKENDS: tuple[MemoryBackend, ...] = ("none", "sqlite", "postgres")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
+# The names a loopback listener answers to (DNS rebinding: no other name reaches it).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")
+MIB = 1024 * 1024
+
+
+class ConfigurationError(RuntimeError):
+    """The environment does not describe a usable app. The message says what to set."""
+
+
+# --- how a variable is parsed ---------------------------------------------------------------------------
+
+Parse = Callable[[str, str], Any]  # (variable, its text) -> value, or ConfigurationError
+
+
+def number(allow_zero: bool = False, integer: bool = False, scale: float = 1) -> Parse:
+    """A positive (or, with allow_zero, non-negative) finite number, times `scale`."""
+
+    def parse(name: str, raw: str) -> float | int:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not value >= 0 or (value == 0 and not allow_zero) or value == float("inf"):
+            kind = "non-negative" if allow_zero else "positive"
+            raise ConfigurationError(f"{name}={raw!r} must be a {kind} number")
+        return int(value * scale) if integer else value * scale
+
+    return parse
+
+
+def choice(values: tuple[str, ...], case: Callable[[str], str] = str.lower) -> Parse:
+    def parse(name: str, raw: str) -> str:
+        value = case(raw)
+        if value not in values:
+            raise ConfigurationError(f"{name}={value!r} is not one of {', '.join(values)}")
+        return value
+
+    return parse
+
+
+def flag(name: str, raw: str) -> bool:
+    """`true`, `1` or `yes` is on; anything else, off (as the README says of every true/false setting)."""
+    return raw.lower() in ("1", "true", "yes")
+
+
+def is_set(name: str, raw: str) -> bool:
+    """Whether a secret is there; its value is left to the library that uses it."""
+    return True
+
+
+def text(name: str, raw: str) -> str:
+    return raw
+
+
+def lowercase(name: str, raw: str) -> str:
+    return raw.lower()
+
+
+def listed(name: str, raw: str) -> tuple[str, ...]:
+    """Comma-separated values, each without a trailing slash."""
+    return tuple(value.strip().rstrip("/") for value in raw.split(",") if value.strip())
+
+
+def setting(variable: str, parse: Parse, default: Any, doc: str) -> Any:
+    """A dataclass field read from `variable`; unset or blank is `default`."""
+    return dataclasses.field(default=default, metadata={"variable": variable, "parse": parse, "doc": doc})
+
+
+def read_group(cls: type[Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """The values of `cls`'s fields, each from its variable in `env`."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        raw = (env.get(field.metadata["variable"]) or "").strip()
+        values[field.name] = field.metadata["parse"](field.metadata["variable"], raw) if raw else field.default
+    return values
+
+
+# --- the settings, group by group -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Deployment:
+    app_env: str = setting("APP_ENV", text, "", "`production` marks a deployment outside Databricks Apps")
+    databricks_app_name: str = setting("DATABRICKS_APP_NAME", text, "", "set by Databricks Apps: the app runs there")
+    databricks_app_port: str = setting("DATABRICKS_APP_PORT", text, "", "set by Databricks Apps: the port")
+    port: str = setting("PORT", text, "8000", "the port start-app listens on elsewhere")
+    host: str = setting("HOST", text, "", "the address start-app listens on")
+
+    @property
+    def on_databricks_apps(self) -> bool:
+        """Behind the Databricks Apps proxy, which sets DATABRICKS_APP_NAME (and forwards the user's identity)."""
+        return bool(self.databricks_app_name)
+
+    @property
+    def deployed(self) -> bool:
+        """On Databricks Apps, or on a host that sets APP_ENV=production."""
+        return self.on_databricks_apps or self.app_env.lower() == "production"
+
+    @property
+    def where(self) -> str:
+        """What makes this a deployment, for messages."""
+        return "DATABRICKS_APP_NAME is set" if self.on_databricks_apps else "APP_ENV=production"
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Which model the agent talks to, and through which API (llm.py). `llm.LLMSettings(...)` makes a second one."""
+
+    provider: Provider = setting("LLM_PROVIDER", choice(PROVIDERS), defaults.LLM_PROVIDER, "the model provider")
+    model: str = setting("LLM_MODEL", text, defaults.LLM_MODEL, "the model or serving-endpoint name")
+    api: ApiMode = setting("LLM_API", choice(API_MODES), defaults.LLM_API, "chat_completions or responses")
+    base_url: str | None = setting("OPENAI_BASE_URL", text, None, "an OpenAI-compatible server, for `openai`")
+
+    @classmethod
+    def read(cls, env: Mapping[str, str]) -> LLMSettings:
+        values = read_group(cls, env)
+        if not values["model"]:
+            raise ConfigurationError("LLM_MODEL is empty: set it to a model or serving-endpoint name")
+        if values["provider"] != "openai":
+            values["base_url"] = None
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ModelCalls:
+    timeout_seconds: float = setting("LLM_TIMEOUT_SECONDS", number(), 120.0, "how long one model call may take")
+    max_retries: int = setting("LLM_MAX_RETRIES", number(allow_zero=True, integer=True), 2, "retries of a call")
+    allow_offline: bool = setting("LLM_ALLOW_OFFLINE", flag, False, "a deployed app may serve the offline model")
+    on_behalf_of_user: bool = setting("LLM_ON_BEHALF_OF_USER", flag, False, "call Databricks models as the user")
+    on_behalf_of_user_fallback: bool = setting(
+        "LLM_ON_BEHALF_OF_USER_FALLBACK", flag, False, "run a request without a user token as the app"
+    )
+    openai_api_key_set: bool = setting("OPENAI_API_KEY", is_set, False, "the key, for `openai` (never kept here)")
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    max_body_bytes: int = setting("MAX_BODY_BYTES", number(integer=True), 16 * MIB, "over it, a 413")
+    # What an item costs (SDK, MLflow) stalls a server: bounded in count as well as in size.
+    max_input_items: int = setting("MAX_INPUT_ITEMS", number(integer=True), 300, "items in `input`; over, a 413")
+    max_input_chars: int = setting("MAX_INPUT_CHARS", number(integer=True), 4_000_000, "text in a body; over, a 413")
+    body_timeout_seconds: float = setting("BODY_TIMEOUT_SECONDS", number(), 30.0, "to send the body; then a 408")
+
+
+@dataclass(frozen=True)
+class BrowserChecks:
+    allowed_hosts: tuple[str, ...] = setting("ALLOWED_HOSTS", listed, (), "host names the app answers to")
+    allowed_origins: tuple[str, ...] = setting("ALLOWED_ORIGINS", listed, (), "other origins whose pages may call")
+
+
+@dataclass(frozen=True)
+class TraceLimits:
+    payload_chars: int = setting("TRACE_PAYLOAD_MAX_CHARS", number(integer=True), 20_000, "longer: a preview")
+    max_bytes: int = setting("TRACES_MAX_MB", number(integer=True, scale=MIB), 200 * MIB, "the local trace store")
+    max_age_seconds: float = setting("TRACES_MAX_AGE_DAYS", number(scale=86400), 7 * 86400.0, "local traces' age")
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    servers: str = setting("MCP_SERVERS", text, "", "a JSON array of MCP servers (mcp_servers.from_env parses it)")
+    connect_timeout: float = setting("MCP_CONNECT_TIMEOUT_SECONDS", number(), 10.0, "connecting to one server")
+    timeout: float = setting("MCP_TIMEOUT_SECONDS", number(), 30.0, "one request to a server")
+    tools_ttl: float = setting("MCP_TOOLS_TTL_SECONDS", number(), 300.0, "how long a tool list is cached")
+    retry_every: float = setting("MCP_RETRY_SECONDS", number(), 30.0, "how often a server that is down is retried")
+    max_output_chars: int = setting("MCP_MAX_OUTPUT_CHARS", number(integer=True), 20_000, "a longer output is cut")
+    approval_secret: str = setting("MCP_APPROVAL_SECRET", text, "", "signs approval requests; unset: per process")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    level: str = setting("LOG_LEVEL", choice(LOG_LEVELS, str.upper), "INFO", "DEBUG, INFO, WARNING or ERROR")
+    format: str | None = setting("LOG_FORMAT", choice(LOG_FORMATS), None, "text, or json; unset: json when deployed")
+
+
+@dataclass(frozen=True)
+class MemoryVariables:
+    """Conversation memory's variables as they are set; memory/settings.py makes the database URL of them."""
+
+    backend: MemoryBackend = setting("MEMORY_BACKEND", choice(MEMORY_BACKENDS), defaults.MEMORY_BACKEND, "the store")
+    database_url: str = setting("MEMORY_DATABASE_URL", text, "", "a SQLite file, or a postgresql:// URL")
+    lakebase_instance: str | None = setting("MEMORY_LAKEBASE_INSTANCE", text, None, "log in with Lakebase tokens")
+    user_header: str | None = setting("MEMORY_USER_HEADER", lowercase, None, "the header a sign-in proxy sets")
+    max_age_days: float = setting("MEMORY_MAX_AGE_DAYS", number(allow_zero=True), 30.0, "idle longer: deleted")
+    max_items: int = setting("MEMORY_MAX_ITEMS", number(allow_zero=True, integer=True), 1000, "per conversation")
+    max_turn_bytes: int = setting("MEMORY_MAX_TURN_BYTES", number(integer=True), 4 * MIB, "what one turn may add")
+    lease_seconds: float = setting("MEMORY_TURN_LEASE_SECONDS", number(), 900.0, "how long a turn may hold it")
+    pghost: str = setting("PGHOST", text, "", "PostgreSQL's host, when MEMORY_DATABASE_URL is unset")
+    pgport: int = setting("PGPORT", number(integer=True), 5432, "its port")
+    pgdatabase: str | None = setting("PGDATABASE", text, None, "its database")
+    pguser: str | None = setting("PGUSER", text, None, "its user")
+    pgsslmode: str | None = setting("PGSSLMODE", text, None, "its SSL mode")
+
+
+GROUPS: dict[str, type[Any]] = {
+    "deployment": Deployment,
+    "llm": LLMSettings,
+    "model_calls": ModelCalls,
+    "limits": RequestLimits,
+    "browser": BrowserChecks,
+    "traces": TraceLimits,
+    "mcp": McpSettings,
+    "logs": LogSettings,
+    "memory": MemoryVariables,
+}
+
+
+class Settings:
+    """The app's settings, read from one snapshot of the environment; each group parsed when first asked for."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
+
+    def _group(self, name: str) -> Any:
+        cls = GROUPS[name]
+        reader = getattr(cls, "read", None)
+        return reader(self.env) if reader else cls(**read_group(cls, self.env))
+
+    @functools.cached_property
+    def deployment(self) -> Deployment:
+        return self._group("deployment")  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def llm(self) -> LLMSettings:
+        return self._group("llm")  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def model_calls(self) -> ModelCalls:
+        return self._group("model_calls")  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def limits(self) -> RequestLimits:
+        return self._group("limits")  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def browser(self) -> BrowserChecks:
+        return self._group("browser")  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def traces(self) -> TraceLimits:
+        return self._group("traces")  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def mcp(self) -> McpSettings:
+        return self._group("mcp")  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def logs(self) -> LogSettings:
+        return self._group("logs")  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def memory(self) -> MemoryVariables:
+        return self._group("memory")  # type: ignore[no-any-return]
+
+    def check(self) -> None:
+        """Parse every group now (start-app, before it serves): the first bad value is a ConfigurationError."""
+        for name in GROUPS:
+            getattr(self, name)
+
+
+_current: Settings | None = None
+
+
+def settings() -> Settings:
+    """The process's settings: the environment as it was at the first call (or the last reload)."""
+    global _current
+    if _current is None:
+        _current = Settings(os.environ)
+    return _current
+
+
+def reload(env: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings again, from `env` or the environment as it is now: start-app after it reads .env, and
+    tests after they set a variable. The only way settings change in a running process."""
+    global _current
+    _current = Settings(os.environ if env is None else env)
+    return _current
+
+
+def variables() -> Iterator[tuple[str, str, Any]]:
+    """(variable, what it means, default) for every setting declared here, group by group."""
+    for cls in GROUPS.values():
+        for field in dataclasses.fields(cls):
+            yield field.metadata["variable"], field.metadata["doc"], field.default

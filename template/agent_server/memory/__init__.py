@@ -1,0 +1,46 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Server-side conversation memory: a client may send only its new turn, and the app adds the rest.
+
+The face the rest of the app uses. The package, one job a module:
+- turns.py: a turn, from its start (the caller's identity, the conversation, the merge) to its finish (stored);
+- merge.py: the one rule that merges what a client sends with the stored conversation;
+- settings.py: the MEMORY_* settings (declared in agent_server/config.py) and the database URL;
+- database.py: the process's open store: start-up, shutdown, pruning;
+- store.py: the store's transactions (SQLite or PostgreSQL, through SQLAlchemy) and the turn lease;
+- schema.py: the tables and their forward-only migrations;
+- lakebase.py: Lakebase logins with OAuth tokens from the workspace;
+- api.py: the caller's conversations over HTTP (`/conversations`).
+"""
+
+from __future__ import annotations
+
+from agent_server.memory.database import check_database, close_memory, open_memory, store
+from agent_server.memory.settings import MemorySettings, enabled, settings
+from agent_server.memory.turns import (
+    CONVERSATION_ID,
+    LOCAL_OWNER,
+    History,
+    MemoryFailure,
+    Turn,
+    conversation_id_of,
+    owner_of,
+    start_turn,
+)
+
+__all__ = [
+    "CONVERSATION_ID",
+    "LOCAL_OWNER",
+    "History",
+    "MemoryFailure",
+    "MemorySettings",
+    "Turn",
+    "check_database",
+    "close_memory",
+    "conversation_id_of",
+    "enabled",
+    "open_memory",
+    "owner_of",
+    "settings",
+    "start_turn",
+    "store",
+]

@@ -1,0 +1,121 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""The process's conversation store: opened at start-up (checked first by start-app), closed at shutdown,
+pruned of old conversations now and then, and handed to each turn with a fresh Lakebase token."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+
+from agent_server.config import ConfigurationError
+from agent_server.errors import BadRequest
+from agent_server.memory.lakebase import LakebaseToken
+from agent_server.memory.schema import SchemaTooNew
+from agent_server.memory.settings import settings
+from agent_server.memory.store import Store, Unavailable
+
+logger = logging.getLogger("agent_server.memory")
+
+PRUNE_EVERY_SECONDS = 3600
+
+_store: Store | None = None
+_token: LakebaseToken | None = None
+_last_prune = 0.0
+
+
+async def open_memory() -> None:
+    """Connect and migrate (app start-up); a database that cannot be used stops the app with the reason."""
+    global _store, _token
+    current = settings()
+    if current.backend == "none":
+        return
+    _token = LakebaseToken(current.lakebase_instance) if current.lakebase_instance else None
+    if _token is not None:
+        await _token.fresh()
+    _store = Store(current.url, password=_token.current if _token else None)  # type: ignore[arg-type]
+    try:
+        await _store.open()
+    except (Unavailable, SchemaTooNew) as error:
+        await _store.close()
+        _store = None
+        where = current.url.render_as_string(hide_password=True) if current.url else "?"
+        raise ConfigurationError(f"conversation memory ({current.backend}, {where}): {error}") from None
+    await _prune()
+
+
+def check_database() -> str:
+    """Open the database once and close it again (start-app, before it serves); says where conversations are kept.
+
+    ConfigurationError, with the reason, if the settings are wrong or the database cannot be used.
+    """
+    current = settings()
+    if current.backend == "none":
+        return "no store (MEMORY_BACKEND=none): clients send the whole conversation"
+
+    where = current.url.render_as_string(hide_password=True) if current.url else ""
+    if current.backend == "sqlite":
+        # Opened here first, so that a file that cannot be opened is the one-line reason, not a traceback.
+        try:
+            sqlite3.connect(current.url.database or "").close()  # type: ignore[union-attr]
+        except sqlite3.Error as error:
+            reason = f"{type(error).__name__}: {error}"
+            raise ConfigurationError(f"conversation memory (sqlite, {where}): {reason}") from None
+
+    async def once() -> None:
+        await open_memory()
+        await close_memory()
+
+    asyncio.run(once())
+    return f"{current.backend} ({where})"
+
+
+async def close_memory() -> None:
+    global _store
+    if _store is not None:
+        await _store.close()
+        _store = None
+
+
+async def store() -> Store:
+    """The open store, with a fresh Lakebase token for any connection it makes next."""
+    if _store is None:
+        raise BadRequest("Conversation memory is not open: the app is starting or stopping.", status=503)
+    if _token is not None:
+        try:
+            await _token.fresh()
+        except Exception as error:  # the workspace could not be asked: the database cannot be reached either
+            raise BadRequest(f"Conversation memory is unavailable: no database token ({error}).", status=503) from None
+    return _store
+
+
+async def release(owner: str, conversation_id: str, lease: str) -> None:
+    """Give a turn's lease back, storing nothing; with the database down, the lease runs out by itself."""
+    if _store is None:
+        return
+    try:
+        await _store.release(owner, conversation_id, lease)
+    except Unavailable as error:  # the lease runs out by itself (MEMORY_TURN_LEASE_SECONDS)
+        logger.warning("memory: could not release conversation %s: %s", conversation_id, error)
+
+
+def prune_soon() -> None:
+    if time.time() - _last_prune > PRUNE_EVERY_SECONDS:
+        asyncio.get_running_loop().create_task(_prune())
+
+
+async def _prune() -> None:
+    """Delete conversations idle for longer than MEMORY_MAX_AGE_DAYS (at start-up, then at most hourly)."""
+    global _last_prune
+    _last_prune = time.time()
+    days = settings().max_age_days
+    if days <= 0 or _store is None:
+        return
+    try:
+        gone = await _store.delete_older_than(time.time() - days * 86400)
+    except Unavailable as error:
+        logger.warning("memory: could not delete old conversations: %s", error)
+        return
+    if gone:
+        logger.info("memory: deleted %d conversations idle for more than %g days", gone, days)

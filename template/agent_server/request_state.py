@@ -1,0 +1,69 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""What one /invocations or /responses request carries from the request guard to the handlers, in one object.
+
+    request guard (request_guard.py)   begin(RequestState(...))   once the body is checked and rendered
+    handlers (handlers.py)              current()                  the history, the memory turn, the approvals
+    handlers                            record_input, record_failure   what the model ran on, and how it failed
+    UpstreamErrors (error_responses.py) current().model            the failure's status, naming the client's item
+
+It is set in one place and read through `current()`; nothing else carries a request's state between them.
+A request that the guard does not see (a handler called directly, as the owner's tests may) has none, and
+the handlers render its history themselves.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_server.memory import Turn
+
+
+@dataclass
+class ModelFailure:
+    """The model's failure in this request, if any, and the items the agent ran on (to name the client's item)."""
+
+    error: BaseException | None = None
+    model_input: list[Any] | None = None  # the items the agent ran on
+    system_messages: int = 0  # messages the SDK puts before them in chat-completions mode
+
+
+@dataclass
+class RequestState:
+    # The history as the handlers run it: rendered, calls paired with outputs, only the approvals the app signed
+    # honoured. It is what MLflow was given, so it is never rendered twice.
+    history: list[dict[str, Any]]
+    # For each item of `history`, the index of the client's item it stands for (None: an item of the stored
+    # conversation), so that an error about an item names the one the client sent.
+    sources: list[int | None]
+    turn: Turn | None = None  # with conversation memory on: the turn, started by the guard and ended by it
+    refused_approvals: list[int] = field(default_factory=list)  # client items: approvals the app did not sign
+    model: ModelFailure = field(default_factory=ModelFailure)
+
+
+_current: contextvars.ContextVar[RequestState | None] = contextvars.ContextVar("agent_server.request", default=None)
+
+
+def begin(state: RequestState) -> None:
+    """The request guard's, once per request, before the app sees the request."""
+    _current.set(state)
+
+
+def current() -> RequestState | None:
+    return _current.get()
+
+
+def record_input(items: list[Any], has_instructions: bool) -> None:
+    """Called by a handler with the items it runs the agent on, to map the model's `param` back."""
+    state = _current.get()
+    if state is not None:
+        state.model.model_input, state.model.system_messages = items, int(has_instructions)
+
+
+def record_failure(error: BaseException) -> None:
+    """Called by a handler with the model's failure (or memory's), before it re-raises it."""
+    state = _current.get()
+    if state is not None:
+        state.model.error = error
