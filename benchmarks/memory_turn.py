@@ -35,10 +35,10 @@ os.environ.setdefault("MAX_INPUT_ITEMS", "2000")  # the baseline sends 1001 item
 os.environ["MEMORY_BACKEND"] = "none"  # the app starts without memory; each request picks its backend (use())
 
 import httpx  # noqa: E402
-from agent_server import llm, memory, memory_settings  # noqa: E402
+from agent_server import config, llm, memory  # noqa: E402
 from agent_server.app import app  # noqa: E402
 from agent_server.history import render_each  # noqa: E402
-from agent_server.memory.settings import MemorySettings  # noqa: E402
+from agent_server.memory import database  # noqa: E402
 from agent_server.memory.store import Store, StoredItem  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,24 +126,29 @@ class MergeKinds(logging.Handler):
 
 async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], list[tuple[float, float]]]:
     """Per (backend, client sends, stored items), each run's seconds for the whole turn and in memory calls."""
-    settings = {
-        "none": MemorySettings("none"),
-        "sqlite": MemorySettings.from_env({"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": f"{folder}/c.db"}),
-        "postgres": MemorySettings.from_env({"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": postgres_url}),
+    variables = {
+        "none": {"MEMORY_BACKEND": "none"},
+        "sqlite": {"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": f"{folder}/c.db"},
+        "postgres": {"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": postgres_url},
     }
-    stores = {backend: Store(settings[backend].url) for backend in ("sqlite", "postgres")}
+    settings = {backend: config.Settings({**os.environ, **values}) for backend, values in variables.items()}
+    urls = {backend: memory.MemorySettings.from_config(settings[backend]).url for backend in ("sqlite", "postgres")}
+    stores = {backend: Store(url) for backend, url in urls.items()}
     for store in stores.values():
         await store.open()
 
     def use(backend: str) -> None:
-        # memory.py keeps one backend per process, in module globals: swapping them lets backends interleave.
-        memory_settings._settings, memory._store = settings[backend], stores.get(backend)
-        memory._last_prune = time.time()  # no pruning task in the middle of a timed turn
+        # The app keeps one backend per process (config.py's settings, memory/database.py's open store): swapping
+        # them lets backends interleave.
+        config.reload(settings[backend].env)
+        database._store = stores.get(backend)
+        database._last_prune = time.time()  # no pruning task in the middle of a timed turn
 
     merges = MergeKinds()
-    memory.logger.addHandler(merges)
-    memory.logger.setLevel(logging.INFO)
-    memory.logger.propagate = False
+    memory_log = logging.getLogger("agent_server.memory")
+    memory_log.addHandler(merges)
+    memory_log.setLevel(logging.INFO)
+    memory_log.propagate = False
 
     in_memory = clock_memory_calls()
     gc.collect()

@@ -43,3 +43,17 @@ def test_lock_check_catches_what_a_deploy_cannot_install(tmp_path):
     problems = lock_problems(lock)
     assert "options.exclude-newer is set" in problems
     assert any(problem.startswith("local-thing comes from") for problem in problems)
+
+
+MAX_MODULE_LINES = 320  # small modules with one job each; the offline model has one concern a module
+
+
+def test_every_app_module_outside_the_offline_model_is_small():
+    agent_server = TEMPLATE / "agent_server"
+    long = {
+        str(path.relative_to(agent_server)): lines
+        for path in sorted(agent_server.rglob("*.py"))
+        if "offline" not in path.relative_to(agent_server).parts
+        and (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, f"split these modules (at most {MAX_MODULE_LINES} lines each)"

@@ -15,6 +15,7 @@ OWNER_FILES = set(CONFIG["_skip_if_exists"])
 # Edited by both: update merges the owner's changes with the template's. No header: the owner edits them.
 SHARED_FILES = {"README.md", "pyproject.toml", ".env.example", ".gitignore", ".pre-commit-config.yaml"}
 SHARED_FILES |= {".python-version", "AGENTS.md"}  # the one Python of uv, CI and the Dockerfile; notes for coding agents
+SHARED_FILES |= {"CLAUDE.md"}  # `@AGENTS.md`, for coding agents that read CLAUDE.md
 SHARED_FILES |= {"app.yaml", "databricks.yml"}  # deploy settings the owner adds to
 # Written by copier itself, with its own header.
 COPIER_FILES = {".copier-answers.yml"}
@@ -40,7 +41,8 @@ def test_every_template_owned_file_starts_with_the_header(tmp_path, name):
             f"{relative} must start with the template's header, got: {first!r}"
         )
         checked.append(relative)
-    assert {"agent_server/handlers.py", "agent_server/history/render.py", "scripts/check_update_leftovers.py"} <= set(checked)
+    expected = {"agent_server/handlers.py", "agent_server/history/render.py", "scripts/check_update_leftovers.py"}
+    assert expected <= set(checked)
 
 
 def test_owner_files_are_rendered_without_the_header(renders):
@@ -55,3 +57,18 @@ def test_the_app_readme_names_every_owner_and_shared_file(renders):
     ownership = readme.split("## Your code", 1)[1].split("\n## ", 1)[0]
     for name in OWNER_FILES | SHARED_FILES:
         assert f"`{name}`" in ownership, name
+
+
+def test_the_app_readme_names_every_module_of_the_app(renders):
+    """Each module of agent_server/ has its row in "Your code", and each package's row names its modules."""
+    app = renders["defaults"]
+    readme = (app / "README.md").read_text()
+    rows = {row.split(" | ")[0]: row for row in readme.split("## Your code", 1)[1].split("\n## ", 1)[0].splitlines()}
+    listed = " ".join(rows)
+    for module in sorted((app / "agent_server").glob("*.py")):
+        assert f"`agent_server/{module.name}`" in listed, module.name
+    for package in sorted(path.parent for path in (app / "agent_server").glob("*/__init__.py")):
+        (row,) = [row for first, row in rows.items() if f"`agent_server/{package.name}/`" in first]
+        if package.name != "offline":  # one concern per module, listed in its own docstring
+            for module in sorted(package.glob("*.py")):
+                assert module.name == "__init__.py" or f"`{module.name}`" in row, f"{package.name}/{module.name}"

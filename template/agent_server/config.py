@@ -16,11 +16,10 @@ module may read it, the history render included.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from agent_server import defaults
 
@@ -32,10 +31,12 @@ MemoryBackend = Literal["none", "sqlite", "postgres"]
 MEMORY_BACKENDS: tuple[MemoryBackend, ...] = ("none", "sqlite", "postgres")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
+OFFLINE_CALL_ID_STYLES = ("unique", "reuse", "empty")  # the offline model's tool call ids (offline/__init__.py)
 # The names a loopback listener answers to (DNS rebinding: no other name reaches it).
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")
 MIB = 1024 * 1024
+G = TypeVar("G")
 
 
 class ConfigurationError(RuntimeError):
@@ -166,6 +167,9 @@ class ModelCalls:
         "LLM_ON_BEHALF_OF_USER_FALLBACK", flag, False, "run a request without a user token as the app"
     )
     openai_api_key_set: bool = setting("OPENAI_API_KEY", is_set, False, "the key, for `openai` (never kept here)")
+    offline_call_ids: str = setting(
+        "OFFLINE_MODEL_CALL_IDS", choice(OFFLINE_CALL_ID_STYLES), "unique", "the offline model plays a faulty server"
+    )
 
 
 @dataclass(frozen=True)
@@ -226,70 +230,45 @@ class MemoryVariables:
     pgsslmode: str | None = setting("PGSSLMODE", text, None, "its SSL mode")
 
 
-GROUPS: dict[str, type[Any]] = {
-    "deployment": Deployment,
-    "llm": LLMSettings,
-    "model_calls": ModelCalls,
-    "limits": RequestLimits,
-    "browser": BrowserChecks,
-    "traces": TraceLimits,
-    "mcp": McpSettings,
-    "logs": LogSettings,
-    "memory": MemoryVariables,
-}
+class Group(Generic[G]):
+    """A group of settings, parsed from the snapshot the first time it is asked for, then kept."""
+
+    def __init__(self, cls: type[G]) -> None:
+        self.cls = cls
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.name = name
+
+    def __get__(self, settings: Settings, owner: type[Any] | None = None) -> G:
+        reader = getattr(self.cls, "read", None)
+        value: G = reader(settings.env) if reader else self.cls(**read_group(self.cls, settings.env))
+        settings.__dict__[self.name] = value  # an attribute of the instance now: asked again, it is just read
+        return value
 
 
 class Settings:
     """The app's settings, read from one snapshot of the environment; each group parsed when first asked for."""
 
+    deployment = Group(Deployment)
+    llm = Group(LLMSettings)
+    model_calls = Group(ModelCalls)
+    limits = Group(RequestLimits)
+    browser = Group(BrowserChecks)
+    traces = Group(TraceLimits)
+    mcp = Group(McpSettings)
+    logs = Group(LogSettings)
+    memory = Group(MemoryVariables)
+
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
-
-    def _group(self, name: str) -> Any:
-        cls = GROUPS[name]
-        reader = getattr(cls, "read", None)
-        return reader(self.env) if reader else cls(**read_group(cls, self.env))
-
-    @functools.cached_property
-    def deployment(self) -> Deployment:
-        return self._group("deployment")  # type: ignore[no-any-return]
-
-    @functools.cached_property
-    def llm(self) -> LLMSettings:
-        return self._group("llm")  # type: ignore[no-any-return]
-
-    @functools.cached_property
-    def model_calls(self) -> ModelCalls:
-        return self._group("model_calls")  # type: ignore[no-any-return]
-
-    @functools.cached_property
-    def limits(self) -> RequestLimits:
-        return self._group("limits")  # type: ignore[no-any-return]
-
-    @functools.cached_property
-    def browser(self) -> BrowserChecks:
-        return self._group("browser")  # type: ignore[no-any-return]
-
-    @functools.cached_property
-    def traces(self) -> TraceLimits:
-        return self._group("traces")  # type: ignore[no-any-return]
-
-    @functools.cached_property
-    def mcp(self) -> McpSettings:
-        return self._group("mcp")  # type: ignore[no-any-return]
-
-    @functools.cached_property
-    def logs(self) -> LogSettings:
-        return self._group("logs")  # type: ignore[no-any-return]
-
-    @functools.cached_property
-    def memory(self) -> MemoryVariables:
-        return self._group("memory")  # type: ignore[no-any-return]
 
     def check(self) -> None:
         """Parse every group now (start-app, before it serves): the first bad value is a ConfigurationError."""
         for name in GROUPS:
             getattr(self, name)
+
+
+GROUPS = {name: group.cls for name, group in vars(Settings).items() if isinstance(group, Group)}
 
 
 _current: Settings | None = None

@@ -10,7 +10,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-CALL_ID_STYLES = ("unique", "reuse", "empty")
+from agent_server.config import OFFLINE_CALL_ID_STYLES
+
+CALL_ID_STYLES = OFFLINE_CALL_ID_STYLES
 
 
 @dataclass(frozen=True)

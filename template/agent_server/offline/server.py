@@ -8,7 +8,6 @@ import argparse
 import collections
 import json
 import logging
-import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ import openai
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from agent_server import config
 from agent_server.offline.chat_format import chat_chunks, chat_completion
 from agent_server.offline.replies import CALL_ID_STYLES, Answer, chat_answer, responses_answer, with_call_ids
 from agent_server.offline.responses_format import response_completed, response_events
@@ -80,7 +80,7 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
     `call_ids` is the tool call id style (see the module docstring); OFFLINE_MODEL_CALL_IDS by
     default. Tests may change `app.state.call_ids` between requests.
     """
-    style = call_ids or os.environ.get("OFFLINE_MODEL_CALL_IDS") or "unique"
+    style = call_ids or config.settings().model_calls.offline_call_ids
     if style not in CALL_ID_STYLES:
         raise ValueError(f"OFFLINE_MODEL_CALL_IDS={style!r} is not one of {', '.join(CALL_ID_STYLES)}")
     app = FastAPI(title="Offline model", docs_url=None, redoc_url=None, openapi_url=None)
