@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import httpx
 import yaml
 from renders import ROOT, clean_env, run, uv
-from servers import wait_until_answering
+from servers import ServerProcess
 
 # The uv of the Databricks Apps runtime, as its "system environment" page lists it.
 RUNTIME_UV_VERSION = "0.10.2"
@@ -132,62 +131,19 @@ def app_command(app: Path) -> list[str]:
     return list(yaml.safe_load((app / "app.yaml").read_text())["command"])
 
 
-class Served:
-    """A server process on a loopback port: started, waited for, then stopped and its output kept."""
-
-    def __init__(self, args: list[str], env: dict[str, str], cwd: Path, url: str, log: Path) -> None:
-        self.args, self.env, self.cwd, self.url, self.log = args, env, cwd, url, log
-        self.process: subprocess.Popen | None = None
-
-    def __enter__(self) -> Served:
-        with self.log.open("w") as out:
-            self.process = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT)
-        wait_until_up(self.url, self.process, self.log)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def run_to_exit(self, timeout: float = 300) -> int:
-        """For a process expected to stop by itself: its exit code."""
-        with self.log.open("w") as out:
-            done = subprocess.run(
-                self.args, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout
-            )
-        return done.returncode
-
-    def stop(self) -> int:
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-def wait_until_up(url: str, process: subprocess.Popen, log: Path, timeout: float = 300) -> None:
-    wait_until_answering(url, process, timeout, output=lambda: log.read_text(errors="replace"))
-
-
 def http(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, str]:
     """The repo tests' one plain HTTP call: (status, body text), whatever the status."""
     response = httpx.request(method, url, json=body, headers=headers, timeout=120)
     return response.status_code, response.text
 
 
-def fake_workspace(app: Path, port: int, log: Path) -> Served:
+def fake_workspace(app: Path, port: int, log: Path) -> ServerProcess:
     """fake_workspace.py, run with the app's own Python so it can answer with the app's offline model."""
     args = [str(app / ".venv" / "bin" / "python"), str(ROOT / "tests" / "fake_workspace.py"), "--port", str(port)]
     args += ["--client-id", CLIENT_ID, "--client-secret", CLIENT_SECRET, "--expires-in", str(TOKEN_LIFETIME)]
     args += ["--user-token", USER_TOKEN, "--experiment-id", EXPERIMENT_ID]
     url = f"http://127.0.0.1:{port}"
-    return Served(args, clean_env(), app, f"{url}/.well-known/databricks-config", log)
+    return ServerProcess(args, clean_env(), f"{url}/.well-known/databricks-config", cwd=app, log=log, timeout=300)
 
 
 def workspace_log(workspace: str) -> list[dict[str, Any]]:

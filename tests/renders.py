@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import copier
+from servers import clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template"
@@ -44,14 +45,6 @@ def uv_binary() -> str:
     found = os.environ.get("UV") or shutil.which("uv")
     assert found, "uv is not installed: run the tests through scripts/test"
     return found
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment for a command inside a render: no outer venv, no LLM settings."""
-    drop = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH", "LLM_", "OPENAI_", "DATABRICKS_")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(drop)}
-    env.update(extra)
-    return env
 
 
 def run(

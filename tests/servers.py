@@ -1,24 +1,34 @@
 """The generated app's own client and server helpers (template/tests/support.py), for the repo's tests.
 
-One Chat client with one replay rule, one free_port and one wait for a server, for both test trees.
-It is loaded by path: it is the template's file, and no rendered app needs to exist for it.
+One Chat client with one replay rule, one free_port, one environment cleaner and one server process
+helper, for both test trees. It is loaded by path: it is the template's file, and no rendered app needs
+to exist for it.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
-from renders import TEMPLATE, load_module
-
-app_support = load_module("app_support", TEMPLATE / "tests" / "support.py")
+SUPPORT = Path(__file__).resolve().parent.parent / "template" / "tests" / "support.py"
+_spec = importlib.util.spec_from_file_location("app_support", SUPPORT)
+assert _spec is not None and _spec.loader is not None
+app_support = importlib.util.module_from_spec(_spec)
+sys.modules["app_support"] = app_support
+_spec.loader.exec_module(app_support)
 
 Chat = app_support.Chat
+ServerProcess = app_support.ServerProcess
+clean_env = app_support.clean_env
 free_port = app_support.free_port
 post = app_support.post
 replayed = app_support.replayed
 reply_text = app_support.reply_text
-wait_for_health = app_support.wait_for_health
-wait_until_answering = app_support.wait_until_answering
 
 
 def chat_with(url: str, stream: bool, headers: dict[str, str] | None = None) -> Chat:
@@ -28,3 +38,18 @@ def chat_with(url: str, stream: bool, headers: dict[str, str] | None = None) -> 
 
 def http_client(url: str, headers: dict[str, str] | None = None) -> Any:
     return app_support.httpx.Client(base_url=url, headers=headers, timeout=120)
+
+
+CHAT_UI_CLIENT = Path(__file__).resolve().parent / "chat_ui_client"
+
+
+def converse(url: str, mode: str, *prompts: str) -> dict[str, Any]:
+    """A conversation with the app at `url` held by the Databricks chat UI's own packages (chat_ui_client/chat.mjs,
+    `mode` stream, generate or fallback): {"requests": [...], "replies": [...]}, as the client saw them."""
+    node = shutil.which("node")
+    assert node, "Node 20 or later is needed for the chat UI client"
+    assert (CHAT_UI_CLIENT / "node_modules" / "@databricks" / "ai-sdk-provider").is_dir(), "run scripts/test (npm ci)"
+    args = [node, str(CHAT_UI_CLIENT / "chat.mjs"), url, mode, *prompts]
+    result = subprocess.run(args, cwd=CHAT_UI_CLIENT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from renders import ROOT, clean_env, load_module, run, uv
-from servers import free_port, wait_for_health
+from servers import ServerProcess, free_port
 
 STUB = ROOT / "benchmarks" / "stub_model.py"
 serve = load_module("benchmark_serve", ROOT / "benchmarks" / "serve.py")
@@ -70,13 +70,9 @@ print("ok")
 @pytest.fixture(scope="module")
 def stub_url() -> Iterator[str]:
     port = free_port()
-    stub = subprocess.Popen([sys.executable, str(STUB), "--port", str(port), "--max-seconds", "300"])
-    try:
-        wait_for_health(f"http://127.0.0.1:{port}", stub, timeout=30)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        stub.terminate()
-        stub.wait(timeout=10)
+    args = [sys.executable, str(STUB), "--port", str(port), "--max-seconds", "300"]
+    with ServerProcess(args, clean_env(), f"http://127.0.0.1:{port}/health", timeout=30) as stub:
+        yield f"{stub.url}/v1"
 
 
 def test_stub_model_answers_as_the_openai_types_say(renders, stub_url: str) -> None:

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +28,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
 from renders import ROOT, clean_env, uv, uv_binary
-from servers import free_port, wait_for_health
+from servers import ServerProcess, free_port
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -50,14 +49,8 @@ pytestmark = pytest.mark.xdist_group("browser")
 @contextmanager
 def serving(command: list[str], cwd: Path, env: dict[str, str], port: int) -> Iterator[str]:
     """A server process on `port`: its URL once /health answers; stopped by its own process id after."""
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(url, process)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with ServerProcess(command, env, f"http://127.0.0.1:{port}/health", cwd=cwd) as server:
+        yield server.url
 
 
 @contextmanager

@@ -10,17 +10,14 @@ the whole conversation (each tool output once), and the offline model must have 
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from renders import API_MODES, clean_env, run, uv
-from servers import free_port, wait_for_health
+import servers
+from renders import API_MODES, clean_env, uv
+from servers import ServerProcess, free_port
 
-CLIENT = Path(__file__).with_name("chat_ui_client")
 PROMPTS = ["Hello", "What time is it?", "Thanks", "What time is it now?"]
 REPLIES = [
     "Offline model: I saw 1 user, 0 assistant and 0 tool turns. You said: Hello",
@@ -34,33 +31,19 @@ pytestmark = pytest.mark.xdist_group("chat-ui-client")
 
 
 @pytest.fixture(scope="module", params=API_MODES)
-def served_app(request, renders) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+def served_app(request, renders) -> Iterator[tuple[str, ServerProcess, Path]]:
     """`start-app` on a loopback port; its output goes to a file the test reads afterwards."""
-    assert (CLIENT / "node_modules" / "@databricks" / "ai-sdk-provider").is_dir(), "run scripts/test (npm ci)"
     app = renders["defaults"]
     uv("sync", "--locked", "--no-config", cwd=app)
     port, log = free_port(), app / f"start-app-{request.param}.log"
-    with log.open("w") as output:
-        server = subprocess.Popen(
-            [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)],
-            cwd=app,
-            env=clean_env(LLM_PROVIDER="offline", LLM_API=request.param),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_for_health(url, server)
-        yield url, server, log
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)]
+    env = clean_env(LLM_PROVIDER="offline", LLM_API=request.param)
+    with ServerProcess(args, env, f"http://127.0.0.1:{port}/health", cwd=app, log=log) as server:
+        yield server.url, server, log
 
 
 def converse(url: str, mode: str) -> dict:
-    node = shutil.which("node")
-    assert node, "Node 20 or later is needed for the chat UI client"
-    return json.loads(run([node, str(CLIENT / "chat.mjs"), url, mode, *PROMPTS], cwd=CLIENT, timeout=120).stdout)
+    return servers.converse(url, mode, *PROMPTS)
 
 
 @pytest.mark.parametrize("mode", ["stream", "generate", "fallback"])

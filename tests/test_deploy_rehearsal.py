@@ -25,7 +25,6 @@ from deploy_support import (
     SDK_EXPIRY_MARGIN,
     TOKEN_LIFETIME,
     USER_TOKEN,
-    Served,
     app_command,
     app_yaml_env,
     clean_copy,
@@ -39,7 +38,7 @@ from deploy_support import (
     workspace_log,
 )
 from renders import clean_env, run
-from servers import chat_with, free_port, reply_text
+from servers import ServerProcess, chat_with, free_port, reply_text
 
 # --------------------------------------------------------------------------------------------
 # Rehearsal: the Apps runtime, offline
@@ -62,11 +61,11 @@ def runtime(renders, tmp_path_factory, uv_of_the_runtime):
         yield {
             "app": app,
             "uv": uv_of_the_runtime,
-            "workspace": workspace.url.removesuffix("/.well-known/databricks-config"),
+            "workspace": workspace.url,
         }
 
 
-def start_app(runtime, tmp_path: Path, port: int, **overrides: str) -> Served:
+def start_app(runtime, tmp_path: Path, port: int, **overrides: str) -> ServerProcess:
     """app.yaml's command, with the platform's variables and app.yaml's env, as the runtime runs it."""
     app = runtime["app"]
     home = tmp_path / "home"
@@ -74,7 +73,8 @@ def start_app(runtime, tmp_path: Path, port: int, **overrides: str) -> Served:
     env = platform_env(runtime["uv"], home, port, runtime["workspace"], "my-agent-dev")
     env.update(app_yaml_env(app))
     env.update(overrides)
-    return Served(app_command(app), env, app, f"http://127.0.0.1:{port}/health", tmp_path / f"app-{port}.log")
+    health = f"http://127.0.0.1:{port}/health"
+    return ServerProcess(app_command(app), env, health, cwd=app, log=tmp_path / f"app-{port}.log", timeout=300)
 
 
 def serving_calls(log: list[dict]) -> list[dict]:
@@ -224,8 +224,8 @@ def mcp_calls(log: list[dict]) -> list[dict]:
 def test_rehearsal_refuses_the_offline_model_unless_told_to(runtime, tmp_path):
     refused = start_app(runtime, tmp_path, free_port(), LLM_PROVIDER="offline")
     assert refused.run_to_exit() != 0
-    assert "LLM_ALLOW_OFFLINE=true" in refused.output() and "DATABRICKS_APP_NAME" in refused.output()
-    assert "Traceback" not in refused.output()
+    assert "LLM_ALLOW_OFFLINE=true" in refused.output and "DATABRICKS_APP_NAME" in refused.output
+    assert "Traceback" not in refused.output
 
     port = free_port()
     with start_app(runtime, tmp_path, port, LLM_PROVIDER="offline", LLM_ALLOW_OFFLINE="true"):
@@ -340,10 +340,11 @@ def test_the_dockerfile_installs_and_starts_as_plain_commands(renders, tmp_path,
 
     port = free_port()
     env = {**env, "PORT": str(port), "LLM_PROVIDER": "offline"}
-    refused = Served(command, env, folder, f"http://127.0.0.1:{port}/health", tmp_path / "refused.log")
-    assert refused.run_to_exit() != 0 and "APP_ENV=production" in refused.output(), refused.output()
+    health_url = f"http://127.0.0.1:{port}/health"
+    refused = ServerProcess(command, env, health_url, cwd=folder, log=tmp_path / "refused.log", timeout=300)
+    assert refused.run_to_exit() != 0 and "APP_ENV=production" in refused.output, refused.output
     env["LLM_ALLOW_OFFLINE"] = "true"
-    with Served(command, env, folder, f"http://127.0.0.1:{port}/health", tmp_path / "served.log"):
+    with ServerProcess(command, env, health_url, cwd=folder, log=tmp_path / "served.log", timeout=300):
         run(health, cwd=folder, env=env)  # the HEALTHCHECK command exits 0
         chat = chat_with(f"http://127.0.0.1:{port}", stream=True, headers=through_the_proxy())
         assert reply_text(chat.send("Hello")).startswith("Offline model:")

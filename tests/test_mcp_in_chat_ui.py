@@ -9,16 +9,12 @@ Its `delete_file` tool needs the user's approval.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from renders import clean_env, run, uv
-from servers import free_port, wait_for_health, wait_until_answering
-
-CLIENT = Path(__file__).with_name("chat_ui_client")
+import servers
+from renders import clean_env, uv
+from servers import ServerProcess, free_port
 
 pytestmark = pytest.mark.xdist_group("chat-ui-client")
 
@@ -32,34 +28,19 @@ def served(renders) -> Iterator[dict]:
     serve = (
         f"import sys; sys.path.insert(0, 'tests'); from support import serve_mcp_tools; serve_mcp_tools({tools_port})"
     )
-    tools = subprocess.Popen([python, "-c", serve], cwd=app, env=clean_env())
-    servers = [{"name": "tools", "url": f"http://127.0.0.1:{tools_port}/mcp", "require_approval": ["delete_file"]}]
+    declared = [{"name": "tools", "url": f"http://127.0.0.1:{tools_port}/mcp", "require_approval": ["delete_file"]}]
+    agent_args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(app_port)]
+    agent_env = clean_env(LLM_PROVIDER="offline", MCP_SERVERS=json.dumps(declared))
     log = app / "start-app-mcp.log"
-    with log.open("w") as output:
-        agent = subprocess.Popen(
-            [str(app / ".venv" / "bin" / "start-app"), "--port", str(app_port)],
-            cwd=app,
-            env=clean_env(LLM_PROVIDER="offline", MCP_SERVERS=json.dumps(servers)),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_until_answering(f"http://127.0.0.1:{tools_port}/mcp", tools)
-        url = f"http://127.0.0.1:{app_port}"
-        wait_for_health(url, agent)
-        yield {"url": url, "tools": tools, "log": log}
-    finally:
-        for process in (agent, tools):
-            process.terminate()
-            process.wait(timeout=60)
+    with (
+        ServerProcess([python, "-c", serve], clean_env(), f"http://127.0.0.1:{tools_port}/mcp", cwd=app) as tools,
+        ServerProcess(agent_args, agent_env, f"http://127.0.0.1:{app_port}/health", cwd=app, log=log) as agent,
+    ):
+        yield {"url": agent.url, "tools": tools, "log": log}
 
 
 def converse(url: str, mode: str, *prompts: str) -> dict:
-    node = shutil.which("node")
-    assert node, "Node 20 or later is needed for the chat UI client"
-    conversation = json.loads(
-        run([node, str(CLIENT / "chat.mjs"), url, mode, *prompts], cwd=CLIENT, timeout=120).stdout
-    )
+    conversation = servers.converse(url, mode, *prompts)
     assert [request["status"] for request in conversation["requests"]] == [200] * len(prompts)
     return conversation
 
@@ -102,8 +83,7 @@ def test_a_denial_round_trip(served):
 
 def test_turns_that_need_no_tool_still_answer_when_the_server_goes_down(served):
     """Last in this module: it stops the MCP server."""
-    served["tools"].terminate()
-    served["tools"].wait(timeout=60)
+    served["tools"].stop()
     replies = converse(served["url"], "stream", "Hello", "Use lookup_weather", "Thanks", "Hello again")["replies"]
     assert replies[0].endswith("You said: Hello")
     assert "did not answer" in replies[1] or "You said: Use lookup_weather" in replies[1]

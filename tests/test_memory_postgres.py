@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import CLIENT_ID, CLIENT_SECRET, Served, fake_workspace, workspace_log
+from deploy_support import CLIENT_ID, CLIENT_SECRET, fake_workspace, workspace_log
 from postgres import PostgresServer
 from renders import assert_all_passed, clean_env, uv
-from servers import app_support, free_port, http_client, reply_text, wait_until_answering
+from servers import ServerProcess, app_support, free_port, http_client, reply_text
 
 Conversation = app_support.Conversation
 
@@ -43,15 +43,11 @@ def postgres() -> Iterator[PostgresServer]:
         yield server
 
 
-def start_app(app: Path, log: Path, **env: str) -> Served:
+def start_app(app: Path, log: Path, **env: str) -> ServerProcess:
     port = free_port()
     args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)]
     values = {"LLM_PROVIDER": "offline", "MEMORY_BACKEND": "postgres", **env}
-    return Served(args, clean_env(**values), app, f"http://127.0.0.1:{port}/health", log)
-
-
-def url_of(served: Served) -> str:
-    return served.url.removesuffix("/health")
+    return ServerProcess(args, clean_env(**values), f"http://127.0.0.1:{port}/health", cwd=app, log=log, timeout=300)
 
 
 def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
@@ -83,16 +79,15 @@ def two_apps(app, postgres, tmp_path_factory) -> Iterator[tuple[str, str]]:
     logs = tmp_path_factory.mktemp("two-apps")
     tools_port = free_port()
     serve = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({tools_port})"
-    tools = subprocess.Popen([str(app / ".venv" / "bin" / "python"), "-c", serve], cwd=app, env=clean_env())
+    tools_args = [str(app / ".venv" / "bin" / "python"), "-c", serve]
     shared = {"MEMORY_DATABASE_URL": postgres.url}
     shared["MCP_SERVERS"] = json.dumps([{"name": "tools", "url": f"http://127.0.0.1:{tools_port}/mcp"}])
-    try:
-        wait_until_answering(f"http://127.0.0.1:{tools_port}/mcp", tools)
-        with start_app(app, logs / "a.log", **shared) as a, start_app(app, logs / "b.log", **shared) as b:
-            yield url_of(a), url_of(b)
-    finally:
-        tools.terminate()
-        tools.wait(timeout=60)
+    with (
+        ServerProcess(tools_args, clean_env(), f"http://127.0.0.1:{tools_port}/mcp", cwd=app),
+        start_app(app, logs / "a.log", **shared) as a,
+        start_app(app, logs / "b.log", **shared) as b,
+    ):
+        yield a.url, b.url
 
 
 def test_two_app_processes_continue_one_conversation(two_apps):
@@ -160,7 +155,7 @@ def test_a_lakebase_login_refreshes_its_token_mid_conversation(app, postgres, tm
             "DATABRICKS_HOST": workspace, "DATABRICKS_CLIENT_ID": CLIENT_ID, "DATABRICKS_CLIENT_SECRET": CLIENT_SECRET,
         }  # fmt: skip
         with start_app(app, tmp_path / "app.log", **lakebase) as served:
-            chat = Conversation(http_client(url_of(served)), stream=False)
+            chat = Conversation(http_client(served.url), stream=False)
             chat.send("My name is Ada")
             time.sleep(4)  # past the first token's refresh time
             # Force new connections: PostgreSQL checks a password only when one is made.
@@ -175,6 +170,6 @@ def test_the_database_down_at_start_up_stops_the_app_with_the_reason(app, tmp_pa
     nowhere = f"postgresql://agent:secret@127.0.0.1:{free_port()}/agent"
     served = start_app(app, tmp_path / "app.log", MEMORY_DATABASE_URL=nowhere)
     assert served.run_to_exit() != 0
-    last = served.output().strip().splitlines()[-1]
+    last = served.output.strip().splitlines()[-1]
     assert last.startswith("start-app: conversation memory (postgres, postgresql+asyncpg://agent:***@127.0.0.1"), last
-    assert "secret" not in served.output()
+    assert "secret" not in served.output

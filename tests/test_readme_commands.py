@@ -6,12 +6,10 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 
 import pytest
 from renders import API_MODES, ROOT, clean_env
-from servers import app_support, free_port, http_client, post, replayed, reply_text, wait_for_health
+from servers import ServerProcess, app_support, free_port, http_client, post, replayed, reply_text
 
 README = (ROOT / "README.md").read_text()
 
@@ -27,18 +25,10 @@ def test_readme_names_the_two_commands():
 def test_demo_serves_second_and_third_prompts(tmp_path, api):
     port = free_port()
     env = clean_env(PORT=str(port), LLM_API=api, HOME=os.environ.get("HOME", str(tmp_path)))
-    process = subprocess.Popen(
-        [str(ROOT / "scripts" / "demo"), str(tmp_path / "my-agent")],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_for_health(url, process, timeout=300)  # the first run installs the app
+    demo = [str(ROOT / "scripts" / "demo"), str(tmp_path / "my-agent")]
+    # The first run installs the app; scripts/demo starts it as a child, so the group is stopped.
+    with ServerProcess(demo, env, f"http://127.0.0.1:{port}/health", cwd=ROOT, timeout=300, group=True) as served:
+        url = served.url
         history = [{"role": "user", "content": "Hello"}]
         with http_client(url) as client:
             for turn in (1, 2, 3):
@@ -50,6 +40,3 @@ def test_demo_serves_second_and_third_prompts(tmp_path, api):
             chat = app_support.Conversation(client, stream=False)
             chat.send("My name is Ada")
             assert "I saw 2 user, 1 assistant and 0 tool turns" in reply_text(chat.send("What is my name?"))
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)

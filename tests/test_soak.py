@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from renders import clean_env, uv
-from servers import free_port, wait_for_health
+from servers import ServerProcess, free_port
 
 CONVERSATIONS, TURNS, CONCURRENCY, WARM_UP = 300, 3, 32, 50
 
@@ -31,7 +30,7 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-async def converse(client: httpx.AsyncClient, number: int, failures: list[str]) -> None:
+async def one_conversation(client: httpx.AsyncClient, number: int, failures: list[str]) -> None:
     marker, stream, history = uuid.uuid4().hex, number % 2 == 1, []
     prompts = [f"Hello {marker}", f"What time is it, {marker}?", f"Thanks {marker}"]
     for turn, prompt in enumerate(prompts, start=1):
@@ -64,7 +63,7 @@ async def run_conversations(url: str, first: int, count: int, failures: list[str
 
         async def one(number: int) -> None:
             async with limit:
-                await converse(client, number, failures)
+                await one_conversation(client, number, failures)
 
         started = time.monotonic()
         await asyncio.gather(*(one(number) for number in range(first, first + count)))
@@ -76,25 +75,15 @@ def test_concurrent_conversations_answer_without_errors_cross_talk_or_growing_me
     app = renders["defaults"]
     uv("sync", "--locked", "--no-config", cwd=app)
     port, log = free_port(), app / "soak.log"
-    with log.open("w") as output:  # traced as by default: to the app's ./mlruns
-        server = subprocess.Popen(
-            [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)],
-            cwd=app,
-            env=clean_env(LLM_PROVIDER="offline"),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_for_health(url, server)
+    args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)]
+    health = f"http://127.0.0.1:{port}/health"
+    # Traced as by default: to the app's ./mlruns.
+    with ServerProcess(args, clean_env(LLM_PROVIDER="offline"), health, cwd=app, log=log) as server:
         failures: list[str] = []
-        asyncio.run(run_conversations(url, 0, WARM_UP, failures))
+        asyncio.run(run_conversations(server.url, 0, WARM_UP, failures))
         before = rss_bytes(server.pid)
-        seconds = asyncio.run(run_conversations(url, WARM_UP, CONVERSATIONS, failures))
+        seconds = asyncio.run(run_conversations(server.url, WARM_UP, CONVERSATIONS, failures))
         after = rss_bytes(server.pid)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     requests = CONVERSATIONS * TURNS
     growth = (after - before) / before
     record_property(  # printed at the end of the run (conftest.py)

@@ -32,11 +32,16 @@ MEMORY_BACKENDS: tuple[MemoryBackend, ...] = ("none", "sqlite", "postgres")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 OFFLINE_CALL_ID_STYLES = ("unique", "reuse", "empty")  # the offline model's tool call ids (offline/__init__.py)
-# The names a loopback listener answers to (DNS rebinding: no other name reaches it).
+# The loopback names, as a Host header has them: what an app listening on loopback answers to (DNS rebinding:
+# no other name reaches it). As an address to listen on, an IPv6 one has no brackets.
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
-LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")
 MIB = 1024 * 1024
 G = TypeVar("G")
+
+
+def is_loopback(address: str) -> bool:
+    """Is `address` (to listen on) one of LOOPBACK_HOSTS?"""
+    return address in (host.strip("[]") for host in LOOPBACK_HOSTS)
 
 
 class ConfigurationError(RuntimeError):
@@ -131,6 +136,14 @@ class Deployment:
     def deployed(self) -> bool:
         """On Databricks Apps, or on a host that sets APP_ENV=production."""
         return self.on_databricks_apps or self.app_env.lower() == "production"
+
+    @property
+    def listen_on(self) -> tuple[str, str, str]:
+        """(host, port, the port's variable) start-app listens on unless told otherwise: all interfaces on the port
+        Databricks Apps gives (its proxy comes from outside the container), else loopback on PORT."""
+        if self.databricks_app_port:
+            return self.host or "0.0.0.0", self.databricks_app_port, "DATABRICKS_APP_PORT"
+        return self.host or "127.0.0.1", self.port, "PORT"
 
     @property
     def where(self) -> str:

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from agent_server import config, llm, logs
-from agent_server.config import LOOPBACK_ADDRESSES, LOOPBACK_HOSTS
+from agent_server.config import LOOPBACK_HOSTS, is_loopback
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,20 +37,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.reload and args.workers != 1:
         parser.error("--reload serves with one worker")
     if args.port is None:
-        deployment = config.settings().deployment
-        name = "DATABRICKS_APP_PORT" if deployment.databricks_app_port else "PORT"
+        _, port, name = config.settings().deployment.listen_on
         try:
-            args.port = port_number(deployment.databricks_app_port or deployment.port)
+            args.port = port_number(port)
         except argparse.ArgumentTypeError as error:
             sys.exit(f"start-app: {name}: {error}")
     return args
 
 
 def default_host() -> str:
-    deployment = config.settings().deployment
-    if deployment.host:
-        return deployment.host
-    return "0.0.0.0" if deployment.databricks_app_port else "127.0.0.1"
+    return config.settings().deployment.listen_on[0]
 
 
 def port_number(text: str) -> int:
@@ -75,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         kept = memory.check_database()  # a database that is down or too new stops start-app here, in one line
     except config.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
-    if args.host in LOOPBACK_ADDRESSES and not settings.browser.allowed_hosts:
+    if is_loopback(args.host) and not settings.browser.allowed_hosts:
         # DNS rebinding: answer only to loopback names. Set in the environment, for uvicorn's worker processes too.
         os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)
         config.reload()

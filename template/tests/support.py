@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -175,41 +176,107 @@ class ServerThread:
 
 
 START_APP = str(Path(sys.executable).with_name("start-app"))
+# What a server process started by the tests must not inherit: the outer venv, and any setting of the app's
+# (the model, Databricks, MLflow, memory) that the test does not pass itself.
+NOT_INHERITED = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH")
+NOT_INHERITED += ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "PG")
+
+
+def clean_env(**values: str) -> dict[str, str]:
+    """This environment without what NOT_INHERITED names, plus `values`: the tests' one environment cleaner."""
+    return {**{key: value for key, value in os.environ.items() if not key.startswith(NOT_INHERITED)}, **values}
 
 
 def app_env(**values: str) -> dict[str, str]:
-    """This environment without model, Databricks or MLflow settings, plus `values`."""
-    prefixes = ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "PG")
-    keep = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
-    # Each app keeps its conversations in a file of its own, not in the project's ./conversations.db.
+    """clean_env() for an app: conversations in a file of its own, not in the project's ./conversations.db."""
     folder = Path(tempfile.mkdtemp(prefix="agent-memory-"))
     memory = {"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": str(folder / "conversations.db")}
-    return {**keep, "HOME": os.environ.get("HOME", "/tmp"), **memory, **values}
+    return clean_env(**{"HOME": os.environ.get("HOME", "/tmp"), **memory, **values})
 
 
-class StartedApp:
-    """`start-app` as a platform runs it: a real process on a free loopback port, stopped on exit.
+class ServerProcess:
+    """A server as a process of its own, on a loopback port: the tests' one way to start and stop one.
 
-    Entering gives the app's URL once /health answers; `output` is what the process printed.
+    Entering starts it and waits until `ready_url` answers, failing with what the process printed if it exits
+    first; leaving stops it by its own process id (SIGTERM, then SIGKILL), or with `group`, every process of
+    the group that id leads (a script that starts the server as its child). What it prints goes to `log`, a
+    file (a pipe that nobody reads while it runs would fill and stall it); `output` reads it.
     """
 
-    def __init__(self, env: dict[str, str], port_flag: bool = True) -> None:
-        self.port = free_port()
-        self.args = [START_APP, "--port", str(self.port)] if port_flag else [START_APP]
-        self.env = env if port_flag else {**env, "DATABRICKS_APP_PORT": str(self.port)}
-        self.output = ""
+    def __init__(
+        self, args: list[str], env: dict[str, str], ready_url: str, cwd: Path | None = None,
+        log: Path | None = None, timeout: float = 120, group: bool = False,
+    ) -> None:  # fmt: skip
+        self.args, self.env, self.ready_url, self.cwd, self.timeout = args, env, ready_url, cwd, timeout
+        self.group = group
+        self.log = log or Path(tempfile.mkstemp(prefix="server-", suffix=".log")[1])
+        self.url = "/".join(ready_url.split("/")[:3])  # scheme://host:port
+        self.process: subprocess.Popen | None = None
 
-    def __enter__(self) -> str:
-        self.process = subprocess.Popen(
-            self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        url = f"http://127.0.0.1:{self.port}"
-        wait_for_health(url, self.process)
-        return url
+    def __enter__(self) -> ServerProcess:
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(
+                self.args, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=self.group
+            )
+        try:
+            wait_until_answering(self.ready_url, self.process, self.timeout, output=lambda: self.output)
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        self.process.terminate()
-        self.output, _ = self.process.communicate(timeout=120)  # the flush of queued traces is bounded
+        self.stop()
+
+    def stop(self, timeout: float = 120) -> int:
+        """SIGTERM, and SIGKILL if it has not stopped within `timeout` (a flush of queued traces is bounded)."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.process.wait()
+        return self.process.returncode
+
+    def _signal(self, signum: int) -> None:
+        assert self.process is not None
+        if self.group:
+            os.killpg(self.process.pid, signum)
+        else:
+            self.process.send_signal(signum)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def run_to_exit(self, timeout: float = 300) -> int:
+        """For a process expected to stop by itself: its exit code."""
+        with self.log.open("w") as out:
+            done = subprocess.run(
+                self.args, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout
+            )
+        return done.returncode
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+class StartedApp(ServerProcess):
+    """`start-app` as a platform runs it, on a free loopback port; entering gives the app's URL."""
+
+    def __init__(self, env: dict[str, str], port_flag: bool = True) -> None:
+        port = free_port()
+        args = [START_APP, "--port", str(port)] if port_flag else [START_APP]
+        super().__init__(
+            args, env if port_flag else {**env, "DATABRICKS_APP_PORT": str(port)}, f"http://127.0.0.1:{port}/health"
+        )
+
+    def __enter__(self) -> str:  # type: ignore[override]
+        return super().__enter__().url
 
 
 @dataclass
@@ -286,11 +353,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_for_health(url: str, process: subprocess.Popen, timeout: float = 120) -> None:
-    """Wait until `url`/health answers; fail with the process's output if it exits first."""
-    wait_until_answering(f"{url}/health", process, timeout)
 
 
 def wait_until_answering(

@@ -9,10 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, RunC
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
+from support import ServerProcess, clean_env, free_port
 
 from agent_server.history import API_MODES
 from agent_server.offline import create_offline_app, offline_client
@@ -598,29 +596,12 @@ def test_malformed_bodies_are_400s_not_500s(body: dict[str, Any]) -> None:
 
 
 def test_main_serves_the_model_over_http() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "agent_server.offline", "--port", str(port)],
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    try:
+    port = free_port()
+    command = [sys.executable, "-m", "agent_server.offline", "--port", str(port)]
+    with ServerProcess(command, clean_env(), f"http://127.0.0.1:{port}/v1", cwd=Path(__file__).resolve().parents[1]):
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="offline", max_retries=0)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                completion = client.chat.completions.create(
-                    model="offline", messages=[{"role": "user", "content": "hello"}]
-                )
-                break
-            except openai.APIConnectionError:
-                assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
-                time.sleep(0.1)
+        completion = client.chat.completions.create(model="offline", messages=[{"role": "user", "content": "hello"}])
         assert completion.choices[0].message.content == reply(1, 0, 0, "hello")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 @pytest.mark.parametrize(("style", "call_ids"), [("unique", None), ("reuse", ["call_0"] * 2), ("empty", [""] * 2)])
