@@ -12,6 +12,7 @@ does not validate against the installed `openai` param types.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import sys
@@ -35,7 +36,8 @@ def main(app: Path) -> None:
     from openai.types.responses import ResponseInputItemParam
     from pydantic import TypeAdapter
 
-    history = load("history", app / "agent_server" / "history.py")
+    sys.path.insert(0, str(app))
+    history = importlib.import_module("agent_server.history")  # stdlib only: it needs none of the app's packages
     catalogue = load("history_catalogue", app / "tests" / "history_catalogue.py")
     items_type = TypeAdapter(list[ResponseInputItemParam])
     messages_type = TypeAdapter(list[ChatCompletionMessageParam])

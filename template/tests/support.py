@@ -216,7 +216,12 @@ class ServerProcess:
     def __enter__(self) -> ServerProcess:
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
-                self.args, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=self.group
+                self.args,
+                env=self.env,
+                cwd=self.cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=self.group,
             )
         try:
             wait_until_answering(self.ready_url, self.process, self.timeout, output=lambda: self.output)
