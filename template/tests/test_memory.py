@@ -154,7 +154,7 @@ def test_a_second_turn_while_one_runs_is_a_409_and_nothing_interleaves(client, b
 
     async def hold_the_lease() -> None:
         store = Store(memory.settings().url)
-        await store.start_turn(ADA, chat.id, "another-turn", lease_seconds=60)
+        await store.start_turn(ADA, chat.id, "another-turn", hold_seconds=60)
         await store.close()
 
     asyncio.run(hold_the_lease())

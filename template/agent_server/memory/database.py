@@ -11,6 +11,7 @@ import time
 
 from agent_server.config import ConfigurationError
 from agent_server.errors import BadRequest
+from agent_server.memory import leases
 from agent_server.memory.lakebase import LakebaseToken
 from agent_server.memory.schema import SchemaTooNew
 from agent_server.memory.settings import settings
@@ -22,12 +23,13 @@ PRUNE_EVERY_SECONDS = 3600
 
 _store: Store | None = None
 _token: LakebaseToken | None = None
+_leases: leases.Leases | None = None
 _last_prune = 0.0
 
 
 async def open_memory() -> None:
     """Connect and migrate (app start-up); a database that cannot be used stops the app with the reason."""
-    global _store, _token
+    global _store, _token, _leases
     current = settings()
     if current.backend == "none":
         return
@@ -42,6 +44,9 @@ async def open_memory() -> None:
         _store = None
         where = current.url.render_as_string(hide_password=True) if current.url else "?"
         raise ConfigurationError(f"conversation memory ({current.backend}, {where}): {error}") from None
+    await _free_dead_predecessors(_store)
+    _leases = leases.Leases(current.lease_renew_seconds, current.lease_seconds)
+    _leases.start(_store)
     await _prune()
 
 
@@ -72,7 +77,10 @@ def check_database() -> str:
 
 
 async def close_memory() -> None:
-    global _store
+    global _store, _leases
+    if _leases is not None:
+        await _leases.stop()
+        _leases = None
     if _store is not None:
         await _store.close()
         _store = None
@@ -90,13 +98,49 @@ async def store() -> Store:
     return _store
 
 
+def hold_seconds() -> float:
+    """How long a turn's lease is good for between renewals (leases.py)."""
+    return _leases.hold_seconds if _leases is not None else settings().lease_seconds
+
+
+def holding(lease: str, owner: str, conversation_id: str) -> None:
+    """A turn took `lease`: renewed while it runs."""
+    if _leases is not None:
+        _leases.hold(lease, owner, conversation_id)
+
+
+def let_go(lease: str) -> None:
+    """A turn ended, stored or not: its lease is no longer renewed."""
+    if _leases is not None:
+        _leases.let_go(lease)
+
+
+async def _free_dead_predecessors(store: Store) -> None:
+    """At start-up: the leases that processes of this instance held when they died are free at once."""
+    try:
+        found = await store.run(leases.leases_of_this_instance)
+        dead = [
+            (owner, conversation_id, lease)
+            for owner, conversation_id, lease in found
+            if leases.is_dead_predecessor(lease)
+        ]
+        for owner, conversation_id, lease in dead:
+            await store.release(owner, conversation_id, lease)
+    except Unavailable as error:  # they run out by themselves
+        logger.warning("memory: could not free the turn leases of stopped processes: %s", error)
+        return
+    if dead:
+        logger.info("memory: freed %d turn leases held by processes of this instance that stopped", len(dead))
+
+
 async def release(owner: str, conversation_id: str, lease: str) -> None:
     """Give a turn's lease back, storing nothing; with the database down, the lease runs out by itself."""
+    let_go(lease)
     if _store is None:
         return
     try:
         await _store.release(owner, conversation_id, lease)
-    except Unavailable as error:  # the lease runs out by itself (MEMORY_TURN_LEASE_SECONDS)
+    except Unavailable as error:  # the lease runs out by itself (leases.py)
         logger.warning("memory: could not release conversation %s: %s", conversation_id, error)
 
 

@@ -15,8 +15,10 @@ the store needs, the database URL above all.
 - MEMORY_MAX_AGE_DAYS (30; 0: never): conversations idle for longer are deleted.
 - MEMORY_MAX_ITEMS (1000; 0: no limit): per conversation; the oldest whole turns go first.
 - MEMORY_MAX_TURN_BYTES (4 MiB): what one request may add, as stored JSON; over it, a 413.
-- MEMORY_TURN_LEASE_SECONDS (900): how long a turn may hold its conversation before another
-  turn may take it (a process that died mid-turn).
+- MEMORY_TURN_LEASE_SECONDS (900): how long a live turn may hold its conversation before another
+  turn may take it.
+- MEMORY_LEASE_RENEW_SECONDS (10): how often a process renews its turns' leases; one whose holder
+  stopped renewing it (a process that died mid-turn) is free after three times that (leases.py).
 
 start-app reads them before it serves (memory.check_database): a bad one stops it in one line.
 """
@@ -45,6 +47,7 @@ class MemorySettings:
     max_items: int = 1000
     max_turn_bytes: int = 4 * 1024 * 1024
     lease_seconds: float = 900
+    lease_renew_seconds: float = 10
 
     @classmethod
     def from_config(cls, current: config.Settings) -> MemorySettings:
@@ -69,6 +72,7 @@ class MemorySettings:
             max_items=variables.max_items,
             max_turn_bytes=variables.max_turn_bytes,
             lease_seconds=variables.lease_seconds,
+            lease_renew_seconds=variables.lease_renew_seconds,
         )
 
 

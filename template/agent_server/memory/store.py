@@ -5,8 +5,8 @@ The tables and their forward-only migrations are in schema.py; `open` brings a d
 
 Two requests in one conversation never interleave: a turn first takes the conversation's lease
 (a conditional UPDATE, which holds across app instances on one database), and the second gets
-Busy (409) until the first finishes, or its lease runs out (MEMORY_TURN_LEASE_SECONDS, for a
-process that died mid-turn). The turn's items are written in one transaction when it finishes,
+Busy (409) until the first finishes, or its lease runs out (leases.py: its holder stopped renewing
+it, or the turn ran past MEMORY_TURN_LEASE_SECONDS). The turn's items are written in one transaction when it finishes,
 so a conversation is never half-written.
 """
 
@@ -91,13 +91,14 @@ class Store:
         else:
             await self.engine.dispose()
 
-    async def start_turn(self, owner: str, conversation_id: str, lease: str, lease_seconds: float) -> list[StoredItem]:
-        """Take the conversation's lease (creating it if new) and return its items; Busy if another turn holds it."""
+    async def start_turn(self, owner: str, conversation_id: str, lease: str, hold_seconds: float) -> list[StoredItem]:
+        """Take the conversation's lease for `hold_seconds` (creating it if new) and return its items; Busy if
+        another turn holds it."""
         try:
-            return await self._run(functools.partial(_start_turn, owner, conversation_id, lease, lease_seconds), True)
+            return await self._run(functools.partial(_start_turn, owner, conversation_id, lease, hold_seconds), True)
         except asyncio.CancelledError:
             # The transaction ran to its end (see _run): a lease this request will never use is given back (or,
-            # with the database down, runs out by itself: MEMORY_TURN_LEASE_SECONDS).
+            # with the database down, runs out by itself: leases.py).
             with contextlib.suppress(Unavailable):
                 await asyncio.shield(self.release(owner, conversation_id, lease))
             raise
@@ -129,6 +130,10 @@ class Store:
         """Delete every conversation last updated before `cutoff` (seconds since the epoch); returns how many."""
         return await self._run(functools.partial(_delete_older_than, cutoff), write=True)
 
+    async def run(self, transaction: Callable[[sa.Connection], T], write: bool = False) -> T:
+        """`transaction` in one database transaction, as the store's own methods run theirs (leases.py)."""
+        return await self._run(transaction, write)
+
     async def _run(self, transaction: Callable[[sa.Connection], T], write: bool = False) -> T:
         """`transaction` in one database transaction; a failed database is Unavailable."""
         try:
@@ -156,14 +161,14 @@ class Store:
 
 
 def _start_turn(
-    owner: str, conversation_id: str, lease: str, lease_seconds: float, connection: sa.Connection
+    owner: str, conversation_id: str, lease: str, hold_seconds: float, connection: sa.Connection
 ) -> list[StoredItem]:
     now = time.time()
     this = _conversation(owner, conversation_id)
     taken = connection.execute(
         conversations.update()
         .where(this, sa.or_(conversations.c.lease.is_(None), conversations.c.lease_until < now))
-        .values(lease=lease, lease_until=now + lease_seconds)
+        .values(lease=lease, lease_until=now + hold_seconds)
     )
     if taken.rowcount == 0:
         if connection.scalar(sa.select(conversations.c.id).where(this)) is not None:
@@ -173,7 +178,7 @@ def _start_turn(
                 connection.execute(
                     conversations.insert().values(
                         owner=owner, id=conversation_id, title="", created_at=now, updated_at=now,
-                        lease=lease, lease_until=now + lease_seconds,
+                        lease=lease, lease_until=now + hold_seconds,
                     )
                 )  # fmt: skip
         except sa.exc.IntegrityError:  # another instance created it a moment ago, and holds it

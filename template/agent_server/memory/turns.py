@@ -31,7 +31,7 @@ from typing import Any
 from agent_server import config, llm
 from agent_server.errors import BadRequest
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
-from agent_server.memory import database
+from agent_server.memory import database, leases
 from agent_server.memory.merge import Merge, merge
 from agent_server.memory.settings import enabled, settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
@@ -119,6 +119,8 @@ class Turn:
             )
         except (Unavailable, Busy) as error:
             raise MemoryFailure(self.conversation_id, error) from None
+        finally:
+            database.let_go(self.lease)
         self.done = True
         database.prune_soon()
 
@@ -151,11 +153,9 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
     owner = owner_of(headers)
     conversation_id = conversation_id_of(body) or str(uuid.uuid4())
     api = llm.settings().api
-    lease = uuid.uuid4().hex
+    lease = leases.new_lease()
     try:
-        stored_items = await (await database.store()).start_turn(
-            owner, conversation_id, lease, settings().lease_seconds
-        )
+        stored_items = await (await database.store()).start_turn(owner, conversation_id, lease, database.hold_seconds())
     except Busy:
         raise BadRequest(
             f"Conversation {conversation_id} is answering another request; send this one when that one is done.",
@@ -165,6 +165,7 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
     except Unavailable as error:
         message = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
         raise BadRequest(message, status=503) from None
+    database.holding(lease, owner, conversation_id)
     try:
         stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
         merged = merge(stored.each, [Rendered(e.index + stored.stored, e.item, e.client_id) for e in sent.each])
