@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from agent_server import config
 from agent_server.asgi import HttpMiddleware
-from agent_server.errors import error_response
+from agent_server.errors import error_response, quoted
 
 
 class BrowserGuard(HttpMiddleware):
@@ -36,10 +36,13 @@ class BrowserGuard(HttpMiddleware):
         checks = config.settings().browser
         host, allowed_hosts = headers.get("host", ""), checks.allowed_hosts
         if allowed_hosts and _hostname(host) not in allowed_hosts:
-            return 400, f"Host {host!r} is not one this app answers to; add it to ALLOWED_HOSTS."
+            return 400, f"Host {quoted(host)} is not one this app answers to; add it to ALLOWED_HOSTS."
         origin = headers.get("origin")
         if origin is not None and origin not in (_own_origin(scope, headers), *checks.allowed_origins):
-            return 403, f"Requests from web pages at {origin!r} are refused; add it to ALLOWED_ORIGINS to allow them."
+            return (
+                403,
+                f"Requests from web pages at {quoted(origin)} are refused; add it to ALLOWED_ORIGINS to allow them.",
+            )
         media_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if scope["method"] == "POST" and media_type != "application/json":
             return 415, "The request body must be JSON, sent with 'Content-Type: application/json'."

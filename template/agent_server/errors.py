@@ -80,6 +80,11 @@ class BadRequest(ValueError):
         self.status = status
 
 
+def quoted(value: str, limit: int = 200) -> str:
+    """A client's value (an id, a header) in a message: quoted, and no more than its first `limit` characters."""
+    return repr(value[:limit]) + (f" (and {len(value) - limit} more characters)" if len(value) > limit else "")
+
+
 def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": TYPES.get(status, "server_error"), "param": param}, "detail": message}
 

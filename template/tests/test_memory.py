@@ -344,3 +344,63 @@ def test_a_database_written_by_a_newer_release_is_refused(tmp_path):
         return "opened"
 
     assert "schema version 99, written by a newer release" in asyncio.run(newer_then_open())
+
+
+# --- identities, files and messages: checked, private, short ----------------------------------------
+
+
+def test_an_identity_is_checked_whole_never_cut(client):
+    """Two identities that share their first 320 characters were one owner when cut; now the longer is a 400."""
+    shared = "a" * 320
+    assert post_turn(client, {"input": "Hi"}, stream=False, headers={"x-test-user": shared})[1]
+    response = client.post("/invocations", json={"input": "Hi"}, headers={"x-test-user": shared + "-bob"})
+    assert response.status_code == 400 and "at most 320" in response.json()["error"]["message"]
+    assert client.get("/conversations", headers={"x-test-user": shared + "-bob"}).status_code == 400
+
+
+def test_an_identity_header_sent_twice_is_a_400(client):
+    """Behind a proxy that adds its own header beside the client's, the client must not pick its identity."""
+    twice = [("x-test-user", "mallory@example.com"), ("x-test-user", ADA)]
+    response = client.post("/invocations", json={"input": "Hi"}, headers=twice)
+    assert response.status_code == 400 and "replace the client's identity header" in response.json()["error"]["message"]
+    assert client.get("/conversations", headers=twice).status_code == 400
+
+
+def test_the_conversations_file_is_the_apps_users_alone(api_mode, model_log, app_settings, tmp_path):
+    """conversations.db and SQLite's -wal and -shm files are 0600, like the trace store; so is a file an earlier
+    release made readable by all."""
+    database = tmp_path / "conversations.db"
+    database.touch(mode=0o644)
+    database.chmod(0o644)
+    app_settings.setenv("MEMORY_BACKEND", "sqlite")
+    app_settings.setenv("MEMORY_DATABASE_URL", str(database))
+    from agent_server.app import app
+
+    with TestClient(app) as local:
+        Conversation(local, stream=False).send("Hello")
+        for suffix in ("", "-wal", "-shm"):
+            assert os.stat(f"{database}{suffix}").st_mode & 0o777 == 0o600, suffix
+
+
+def test_an_unknown_conversation_is_quoted_short_in_its_404(client):
+    response = stored(client, "x" * 10_000)
+    message = response.json()["error"]["message"]
+    assert response.status_code == 404 and len(message) < 300 and "9800 more characters" in message
+
+
+def test_a_turn_whose_conversation_was_deleted_meanwhile_says_so(client, monkeypatch):
+    chat = Conversation(client, stream=False)
+    chat.send("Hello")
+
+    @function_tool
+    async def forget_everything() -> str:
+        """Deletes this conversation while the turn runs."""
+        await (await memory.store()).delete(ADA, chat.id)
+        return "forgotten"
+
+    deleting = agent.create_agent().clone(tools=[forget_everything])
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: deleting)
+    body = {"input": [{"role": "user", "content": "Use forget_everything"}], "context": {"conversation_id": chat.id}}
+    response = client.post("/invocations", json=body)
+    assert response.status_code == 409
+    assert "was deleted while this turn ran" in response.json()["error"]["message"]

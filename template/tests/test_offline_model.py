@@ -327,6 +327,20 @@ def test_request_log_keeps_only_the_newest_requests(monkeypatch) -> None:
     assert [entry["body"]["messages"][0]["content"] for entry in app.state.request_log] == ["two", "three", "four"]
 
 
+def test_request_log_is_bounded_in_bytes_whatever_the_request_sizes(monkeypatch) -> None:
+    """1 MB requests do not grow the app by 1 GB: the bodies kept add up to REQUEST_LOG_BYTES at most."""
+    monkeypatch.setattr("agent_server.offline.server.REQUEST_LOG_BYTES", 3_000_000)
+    app = create_offline_app()
+    for number in range(8):
+        post(CHAT, chat_messages({"role": "user", "content": f"{number} " + "x" * 1_000_000}), app)
+    log = app.state.request_log
+    assert 0 < log.bytes <= 3_000_000 and len(log) == 2, (log.bytes, len(log))
+    assert log[-1]["body"]["messages"][0]["content"].startswith("7 ")
+    post(CHAT, chat_messages({"role": "user", "content": "y" * 4_000_000}), app)
+    assert log[-1]["body"]["omitted"].endswith("bytes, over REQUEST_LOG_BYTES"), "too big for the log: a note"
+    assert log[-1]["status"] == 200 and log.bytes <= 3_000_000
+
+
 # --------------------------------------------------------------------------------------------
 # The real openai-agents SDK, both model clients
 # --------------------------------------------------------------------------------------------

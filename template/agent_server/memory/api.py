@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import llm
-from agent_server.errors import BadRequest, error_response
+from agent_server.errors import BadRequest, error_response, quoted
 from agent_server.history import render_history
 from agent_server.memory.database import store
 from agent_server.memory.settings import enabled
@@ -71,4 +71,4 @@ async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Respon
 
 
 def _not_found(conversation_id: str) -> Response:
-    return error_response(404, f"You have no conversation {conversation_id!r}.")
+    return error_response(404, f"You have no conversation {quoted(conversation_id)}.")

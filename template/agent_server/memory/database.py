@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import time
+from pathlib import Path
 
 from agent_server.config import ConfigurationError
 from agent_server.errors import BadRequest
@@ -33,6 +35,12 @@ async def open_memory() -> None:
     current = settings()
     if current.backend == "none":
         return
+    where = current.url.render_as_string(hide_password=True) if current.url else "?"
+    if current.backend == "sqlite":
+        try:
+            private_sqlite_file(current.url.database or "")  # type: ignore[union-attr]
+        except OSError as error:
+            raise ConfigurationError(f"conversation memory (sqlite, {where}): {error}") from None
     _token = LakebaseToken(current.lakebase_instance) if current.lakebase_instance else None
     if _token is not None:
         await _token.fresh()
@@ -42,7 +50,6 @@ async def open_memory() -> None:
     except (Unavailable, SchemaTooNew) as error:
         await _store.close()
         _store = None
-        where = current.url.render_as_string(hide_password=True) if current.url else "?"
         raise ConfigurationError(f"conversation memory ({current.backend}, {where}): {error}") from None
     await _free_dead_predecessors(_store)
     _leases = leases.Leases(current.lease_renew_seconds, current.lease_seconds)
@@ -63,8 +70,9 @@ def check_database() -> str:
     if current.backend == "sqlite":
         # Opened here first, so that a file that cannot be opened is the one-line reason, not a traceback.
         try:
+            private_sqlite_file(current.url.database or "")  # type: ignore[union-attr]
             sqlite3.connect(current.url.database or "").close()  # type: ignore[union-attr]
-        except sqlite3.Error as error:
+        except (sqlite3.Error, OSError) as error:
             reason = f"{type(error).__name__}: {error}"
             raise ConfigurationError(f"conversation memory (sqlite, {where}): {reason}") from None
 
@@ -74,6 +82,16 @@ def check_database() -> str:
 
     asyncio.run(once())
     return f"{current.backend} ({where})"
+
+
+def private_sqlite_file(path: str) -> None:
+    """The conversations' file, and the -wal and -shm files SQLite makes beside it (with the file's own mode), are
+    the app's user's alone (0600): they hold what users said, as the trace store does."""
+    database = Path(path)
+    os.close(os.open(database, os.O_CREAT | os.O_RDWR, 0o600))  # made with its mode, never readable by others
+    for each in (database, database.with_name(f"{database.name}-wal"), database.with_name(f"{database.name}-shm")):
+        if each.exists():
+            each.chmod(0o600)  # a file an earlier release made 0644
 
 
 async def close_memory() -> None:

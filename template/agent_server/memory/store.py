@@ -35,7 +35,11 @@ class Unavailable(RuntimeError):
 
 
 class Busy(RuntimeError):
-    """Another turn of this conversation is running (a 409)."""
+    """Another turn of this conversation is running (a 409); or, `deleted`, it was deleted while a turn ran."""
+
+    def __init__(self, conversation_id: str, deleted: bool = False) -> None:
+        super().__init__(conversation_id)
+        self.deleted = deleted
 
 
 @dataclass(frozen=True)
@@ -196,8 +200,8 @@ def _finish_turn(
         .where(this, conversations.c.lease == lease)
         .values(lease=None, lease_until=None, updated_at=time.time())
     )
-    if kept.rowcount == 0:  # the lease ran out and another turn took the conversation
-        raise Busy(conversation_id)
+    if kept.rowcount == 0:  # the lease ran out and another turn took the conversation, or it was deleted
+        raise Busy(conversation_id, deleted=connection.scalar(sa.select(conversations.c.id).where(this)) is None)
     of_this = _items_of(owner, conversation_id)
     if replaces:
         connection.execute(items.delete().where(of_this))

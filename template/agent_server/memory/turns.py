@@ -41,21 +41,34 @@ logger = logging.getLogger("agent_server.memory")
 
 CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
 LOCAL_OWNER = "local"
+MAX_OWNER = 320  # the owner column's width (schema.py): an identity, whole, as a user's e-mail address can be
 
 
 def owner_of(headers: Mapping[str, str]) -> str:
-    """The caller's identity, which owns its conversations (see the module docstring)."""
+    """The caller's identity, which owns its conversations (see the module docstring): exactly as the trusted
+    header says it, or a 4xx. Never cut: two identities that share their first MAX_OWNER characters are two."""
     if config.settings().deployment.on_databricks_apps:  # behind the Databricks Apps proxy, which sets these
-        owner = headers.get("x-forwarded-user") or headers.get("x-forwarded-email")
+        names = ("x-forwarded-user", "x-forwarded-email")
         named = "X-Forwarded-User or X-Forwarded-Email"
     elif settings().user_header:
-        named = settings().user_header or ""
-        owner = headers.get(named)
+        names = (settings().user_header or "",)
+        named = names[0]
     else:
         return LOCAL_OWNER
-    if not owner:
-        raise BadRequest(f"This app keeps conversations per user, and the request names none ({named}).", status=401)
-    return owner.strip()[:320]
+    for name in names:
+        values = headers.getlist(name) if hasattr(headers, "getlist") else [headers[name]] if name in headers else []
+        if len(values) > 1:
+            raise BadRequest(
+                f"The request carries {name} {len(values)} times: the proxy in front of the app must replace the "
+                "client's identity header, not add its own beside it.",
+                status=400,
+            )
+        if values and values[0].strip():
+            owner = values[0].strip()
+            if len(owner) > MAX_OWNER:
+                raise BadRequest(f"The caller's identity ({name}) is {len(owner)} characters; at most {MAX_OWNER}.")
+            return owner
+    raise BadRequest(f"This app keeps conversations per user, and the request names none ({named}).", status=401)
 
 
 def conversation_id_of(body: Mapping[str, Any]) -> str | None:
@@ -135,11 +148,12 @@ class MemoryFailure(RuntimeError):
 
     def __init__(self, conversation_id: str, error: Unavailable | Busy) -> None:
         self.http_status = 409 if isinstance(error, Busy) else 503
-        reason = (
-            "another turn took this conversation after this one ran past MEMORY_TURN_LEASE_SECONDS"
-            if isinstance(error, Busy)
-            else f"the conversation database failed: {error}"
-        )
+        if isinstance(error, Busy) and error.deleted:
+            reason = "the conversation was deleted while this turn ran"
+        elif isinstance(error, Busy):
+            reason = "another turn took this conversation after this one ran past MEMORY_TURN_LEASE_SECONDS"
+        else:
+            reason = f"the conversation database failed: {error}"
         super().__init__(f"This turn of conversation {conversation_id} was not stored ({reason}); send it again.")
 
 

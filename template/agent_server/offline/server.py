@@ -8,6 +8,7 @@ import argparse
 import collections
 import json
 import logging
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -35,6 +36,7 @@ API_KEY = "offline"
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 REQUEST_LOG_SIZE = 1000  # the newest requests, for tests to read; older ones are forgotten
+REQUEST_LOG_BYTES = 4 * 1024 * 1024  # and of their bodies, at most this much: the log never grows the app
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,35 @@ EVENT_STREAM = "text/event-stream"
 APIS = {CHAT_PATH: "chat", RESPONSES_PATH: "responses"}
 
 
+class RequestLog(collections.deque):  # type: ignore[type-arg]
+    """The newest requests the model answered, for tests to read, bounded in count and in bytes of body: a body
+    larger than the whole budget is kept as a note of its size."""
+
+    def __init__(self, max_requests: int, max_bytes: int) -> None:
+        super().__init__()
+        self.max_requests, self.max_bytes = max_requests, max_bytes
+        self.sizes: collections.deque[int] = collections.deque()
+        self.bytes = 0
+        self._lock = threading.Lock()  # requests are answered in worker threads too
+
+    def add(self, entry: dict[str, Any], size: int) -> None:
+        if size > self.max_bytes:
+            entry, size = {**entry, "body": {"omitted": f"{size} bytes, over REQUEST_LOG_BYTES"}}, 0
+        with self._lock:
+            self.append(entry)
+            self.sizes.append(size)
+            self.bytes += size
+            while len(self) > self.max_requests or self.bytes > self.max_bytes:
+                self.popleft()
+                self.bytes -= self.sizes.popleft()
+
+    def clear(self) -> None:
+        with self._lock:
+            super().clear()
+            self.sizes.clear()
+            self.bytes = 0
+
+
 def create_offline_app(call_ids: str | None = None) -> FastAPI:
     """The offline model as an ASGI app; `app.state.request_log` records the newest REQUEST_LOG_SIZE requests.
 
@@ -84,7 +115,7 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
     if style not in CALL_ID_STYLES:
         raise ValueError(f"OFFLINE_MODEL_CALL_IDS={style!r} is not one of {', '.join(CALL_ID_STYLES)}")
     app = FastAPI(title="Offline model", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.request_log = collections.deque(maxlen=REQUEST_LOG_SIZE)
+    app.state.request_log = RequestLog(REQUEST_LOG_SIZE, REQUEST_LOG_BYTES)
     app.state.call_ids = style
 
     async def handle(request: Request) -> Response:
@@ -110,9 +141,9 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
                 response = _responses_response(body, with_call_ids(responses_answer(body), app.state.call_ids))
         except ApiError as exc:
             logger.warning("offline model: %d for %s: %s", exc.status, path, exc.body["message"])
-            app.state.request_log.append({"path": path, "status": exc.status, "error": exc.body, "body": body})
+            app.state.request_log.add({"path": path, "status": exc.status, "error": exc.body, "body": body}, len(raw))
             return exc.status, JSON, _json_bytes({"error": exc.body})
-        app.state.request_log.append({"path": path, "status": 200, "error": None, "body": body})
+        app.state.request_log.add({"path": path, "status": 200, "error": None, "body": body}, len(raw))
         return response
 
     app.state.answer = answer  # what offline_client calls, with no ASGI or routing in between
