@@ -1,10 +1,11 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The ASGI app: MLflow's AgentServer behind four small middlewares, and a chat page at /.
+"""The ASGI app: MLflow's AgentServer behind five small middlewares, and a chat page at /.
 
-A request meets, in order: OneErrorShape (every error in one shape, error_responses.py),
-BrowserGuard (no driving the agent from other web pages, browser_guard.py), RequestGuard (parse,
-check, render, request_guard.py), UpstreamErrors (the model's failures get the status that says
-why, error_responses.py), then MLflow's server and the handlers (handlers.py).
+A request meets, in order: OneErrorShape (every error in one shape, error_responses.py), HealthCheck
+(GET /health says 503 while conversations cannot be stored, health.py), BrowserGuard (no driving the agent
+from other web pages, browser_guard.py), RequestGuard (parse, check, render, request_guard.py),
+UpstreamErrors (the model's failures get the status that says why, error_responses.py), then MLflow's
+server and the handlers (handlers.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import base64
 import contextlib
 import gc
 import hashlib
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,9 +24,10 @@ from fastapi.responses import HTMLResponse
 from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
-from agent_server import agent, mcp_connections, mcp_servers, memory, tracing
+from agent_server import agent, logs, mcp_connections, mcp_servers, memory, tracing
 from agent_server.browser_guard import BrowserGuard
 from agent_server.error_responses import OneErrorShape, UpstreamErrors
+from agent_server.health import HealthCheck
 from agent_server.memory.api import router as conversations_router
 from agent_server.request_guard import RequestGuard
 
@@ -37,7 +40,10 @@ app = server.app
 app.add_middleware(UpstreamErrors)
 app.add_middleware(RequestGuard)
 app.add_middleware(BrowserGuard)
+app.add_middleware(HealthCheck)
 app.add_middleware(OneErrorShape)
+# A failure the app answers on purpose (a 503 or 409 with its reason) is one line in MLflow's log, not a traceback.
+logging.getLogger("mlflow.genai.agent_server.server").addFilter(logs.ExpectedFailures())
 
 _serve = app.router.lifespan_context
 

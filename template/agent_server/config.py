@@ -191,7 +191,7 @@ class RequestLimits:
     # What an item costs (SDK, MLflow) stalls a server: bounded in count as well as in size.
     max_input_items: int = setting("MAX_INPUT_ITEMS", number(integer=True), 300, "items in `input`; over, a 413")
     max_input_chars: int = setting("MAX_INPUT_CHARS", number(integer=True), 4_000_000, "text in a body; over, a 413")
-    body_timeout_seconds: float = setting("BODY_TIMEOUT_SECONDS", number(), 30.0, "to send the body; then a 408")
+    body_timeout_seconds: float = setting("BODY_TIMEOUT_SECONDS", number(), 30.0, "to send the head, the body: 408")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,18 @@ class JsonLines(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class ExpectedFailures(logging.Filter):
+    """A record of an exception the app answers on purpose (one with its `http_status`, such as a turn that could
+    not be stored: 503) keeps its message and reason, and loses its traceback: one line, not thirty."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(getattr(error, "http_status", None), int):
+            record.msg, record.args = f"{record.getMessage()}: {error} ({error.http_status})", None  # type: ignore[union-attr]
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def log_config(current: config.Settings | None = None) -> dict[str, Any]:
     """A logging.config dictionary for LOG_LEVEL and LOG_FORMAT; ConfigurationError for a bad value."""
     current = current or config.settings()

@@ -26,9 +26,13 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+import anyio
+import httpx2
 import mlflow
 from agents.mcp import MCPServer, MCPServerManager, MCPServerStreamableHttp
+from mcp.shared.exceptions import MCPError
 from mcp.types import TextContent
+from mcp_types import CONNECTION_CLOSED
 from mlflow.entities import SpanType
 
 from agent_server import config, llm
@@ -74,6 +78,7 @@ class McpConnections:
         self.dropped: set[MCPServer] = set()  # a call to it failed: left out until it reconnects
         self.tools_listed_at = time.monotonic()
         self._retrying: asyncio.Task[None] | None = None
+        self._reconnecting: asyncio.Task[None] | None = None
 
     def _server(self, spec: McpServerSpec, user_token: str | None = None) -> MCPServer:
         """A server for `spec`; a Databricks one called as the user who holds `user_token`, when given."""
@@ -93,9 +98,14 @@ class McpConnections:
         server_ref: list[MCPServer] = []
 
         def tool_failed(context: Any, error: Exception) -> str:
-            # Called for a call that raised (no connection, a timeout), not for a tool that reported an error.
-            logger.warning("MCP server %s failed a tool call, left out until it reconnects: %s", spec.label, error)
-            self.dropped.add(server_ref[0])
+            # Called for a call that raised (a timeout, no connection), not for a tool that reported an error. The
+            # failure is that call's: the model reads it. Only a broken session takes the server out, and only
+            # until it is reopened, at once, in the background; one user's slow call switches nothing off.
+            if session_broken(error):
+                logger.warning("MCP server %s: its session broke, reopened in the background: %s", spec.label, error)
+                self.drop(server_ref[0])
+            else:
+                logger.warning("MCP server %s failed a tool call, and stays in: %s", spec.label, error)
             return f"Error: the tool's server ({spec.label}) did not answer: {error}"
 
         approval: Any = "always" if spec.require_approval is True else None
@@ -112,6 +122,18 @@ class McpConnections:
         )
         server_ref.append(created)
         return created
+
+    def drop(self, server: MCPServer) -> None:
+        """Leave `server` out of requests, and reconnect it now rather than at the next MCP_RETRY_SECONDS."""
+        self.dropped.add(server)
+        if self._reconnecting is None or self._reconnecting.done():
+            self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect_now(), name="mcp-reconnect")
+
+    async def _reconnect_now(self) -> None:
+        try:
+            await self.retry()
+        except Exception as error:  # left out until the retry loop connects it
+            logger.warning("MCP servers could not be reconnected at once: %s", error)
 
     async def start(self) -> None:
         await self.manager.__aenter__()
@@ -137,7 +159,7 @@ class McpConnections:
                 logger.warning(
                     "MCP server %s could not list its tools, left out until it reconnects: %s", server.name, error
                 )
-                self.dropped.add(server)
+                self.drop(server)
 
     async def stop(self) -> None:
         if self._retrying is not None:
@@ -168,6 +190,23 @@ class McpConnections:
             logger.warning("MCP server %s is left out of requests until it connects: %s", server.name, error)
         if self.manager.active_servers:
             logger.info("MCP servers connected: %s", ", ".join(s.name for s in self.manager.active_servers))
+
+
+def session_broken(error: BaseException) -> bool:
+    """Is the session to the server gone (closed, refused, reset), rather than this one call failed (a timeout, an
+    error the server answered with)? Read from the error and what caused it."""
+    seen: BaseException | None = error
+    for _ in range(6):
+        if seen is None:
+            return False
+        if isinstance(seen, MCPError):
+            return seen.error.code == CONNECTION_CLOSED
+        if isinstance(seen, TimeoutError | httpx2.TimeoutException):
+            return False
+        if isinstance(seen, httpx2.TransportError | anyio.ClosedResourceError | anyio.BrokenResourceError | OSError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 _connections: McpConnections | None = None

@@ -14,7 +14,7 @@ What the handlers need of all this, it hands them in one object (request_state.p
 | MAX_BODY_BYTES | 16 MiB | 413 |
 | MAX_INPUT_ITEMS | 300 items in `input` | 413 |
 | MAX_INPUT_CHARS | 4,000,000 characters of text in the whole body (inline images count) | 413 |
-| BODY_TIMEOUT_SECONDS | 30 s to send the body | 408 |
+| BODY_TIMEOUT_SECONDS | 30 s to send the whole body (and the headers: head_deadline.py) | 408 |
 
 JSON nested deeper than 64 levels, a lone surrogate (`"\\ud800"`) and an integer of more
 than 4300 digits are a 400. Parsing and rendering run in a worker thread (unless the body is
@@ -175,10 +175,12 @@ def _check_size(body: Any) -> None:
 
 async def _read_body(receive: Receive) -> bytes:
     limits = config.settings().limits
+    loop = asyncio.get_running_loop()
+    due = loop.time() + limits.body_timeout_seconds  # for the whole body, however it trickles in
     chunks, size = [], 0
     while True:
         try:
-            message = await asyncio.wait_for(receive(), timeout=limits.body_timeout_seconds)
+            message = await asyncio.wait_for(receive(), timeout=max(0.0, due - loop.time()))
         except TimeoutError:
             late = f"The request body did not arrive within {limits.body_timeout_seconds:g} s."
             raise BadRequest(late, status=408) from None

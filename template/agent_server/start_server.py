@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import uvicorn
 
+    from agent_server.head_deadline import HTTP_PROTOCOL
+
     _flush_traces_on_stop()
     uvicorn.run(
         "agent_server.app:app",
@@ -90,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         workers=args.workers,
         log_config=log_config,
+        http=HTTP_PROTOCOL,  # a request's head is due within BODY_TIMEOUT_SECONDS too
         reload=args.reload,
         reload_dirs=[str(Path(__file__).parent)] if args.reload else None,
     )

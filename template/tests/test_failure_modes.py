@@ -9,17 +9,19 @@ that never answers, one that rate-limits, and the offline model asked to call to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import socket
 import threading
+import time
 
 import httpx
 import pytest
 from agents import Agent, ModelSettings, function_tool
 from fastapi.testclient import TestClient
 from starlette.responses import JSONResponse
-from support import ServerThread, free_port
+from support import ServerThread, StartedApp, app_env, free_port
 
 from agent_server import agent, config, errors, llm, request_state
 
@@ -215,6 +217,50 @@ def test_a_stalled_upload_is_a_408(app_settings, api_mode):
         body = json.loads(answer.read())
     assert answer.status == 408, body
     assert "did not arrive within 1 s" in body["error"]["message"]
+
+
+def test_a_body_that_trickles_in_is_a_408_at_its_deadline(app_settings, api_mode):
+    """BODY_TIMEOUT_SECONDS bounds the whole body: a byte every 0.3 s never stalls long, and still runs out."""
+    app_settings.setenv("BODY_TIMEOUT_SECONDS", "1")
+    from agent_server.app import app
+
+    with ServerThread(app) as url, socket.create_connection(url.removeprefix("http://").split(":")) as sock:
+        port = url.rsplit(":", 1)[1]
+        head = f"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"{head}Content-Length: 1000\r\n\r\n".encode())
+        started = time.monotonic()
+        sock.settimeout(0.3)
+        answered = b""
+        while not answered and time.monotonic() - started < 10:
+            sock.sendall(b" ")
+            with contextlib.suppress(TimeoutError):
+                answered = sock.recv(65536)
+    assert answered.startswith(b"HTTP/1.1 408"), answered[:200]
+    assert time.monotonic() - started < 5, "the deadline held, though no wait for a chunk ran out"
+
+
+def test_headers_that_trickle_in_are_a_408_and_the_connection_closed(tmp_path):
+    """start-app's server gives a request's head BODY_TIMEOUT_SECONDS too (agent_server/head_deadline.py)."""
+    with StartedApp(app_env(LLM_PROVIDER="offline", BODY_TIMEOUT_SECONDS="1")) as url:
+        with socket.create_connection(url.removeprefix("http://").split(":")) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            started = time.monotonic()
+            sock.settimeout(0.3)
+            answered = b""
+            while time.monotonic() - started < 10:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    sock.sendall(b"x")
+                try:
+                    chunk = sock.recv(65536)
+                except TimeoutError:
+                    continue
+                if not chunk:
+                    break  # closed
+                answered += chunk
+        assert answered.startswith(b"HTTP/1.1 408"), answered[:200]
+        assert b"did not arrive within 1 s" in answered
+        assert time.monotonic() - started < 5
+        assert httpx.get(f"{url}/health").status_code == 200, "a client that sends its head in time is served"
 
 
 def test_a_client_that_hangs_up_stops_its_request(monkeypatch, api_mode, model_log):

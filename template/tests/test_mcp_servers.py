@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -113,13 +114,43 @@ def test_a_huge_output_is_cut_and_says_so(mcp_client):
     assert "[cut: the tool returned 50000 characters; MCP_MAX_OUTPUT_CHARS]" in output
 
 
-def test_a_slow_server_is_an_error_output_then_left_out_until_it_reconnects(mcp_client):
-    chat = Chat(mcp_client, stream=False)
-    assert "did not answer" in tool_output(chat.send("Use slow_lookup"))
-    assert not mcp_connections.active_servers(), "a server whose call failed is left out"
-    assert "I saw" in reply_text(chat.send("Use lookup_weather")), "the turn still answers, without the tool"
-    mcp_client.portal.call(mcp_connections._connections.retry)  # what the retry loop does every MCP_RETRY_SECONDS
-    assert "Sunny in Paris" in tool_output(chat.send("Use lookup_weather"))
+def test_a_slow_call_is_that_calls_error_and_other_turns_keep_the_tools(mcp_client):
+    """One user's call that times out (MCP_TIMEOUT_SECONDS=1, slow_lookup takes 3 s) is an error output for that
+    turn only: another user's turn during it, and right after it, still gets the server's tools."""
+    slow_turn: list[list[dict[str, Any]]] = []
+    slow = threading.Thread(target=lambda: slow_turn.append(Chat(mcp_client, stream=False).send("Use slow_lookup")))
+    slow.start()
+    time.sleep(0.3)
+    assert "Sunny in Paris" in tool_output(Chat(mcp_client, stream=True).send("Use lookup_weather")), "during it"
+    slow.join(timeout=30)
+    assert "did not answer" in tool_output(slow_turn[0])
+    assert mcp_connections.active_servers(), "a call that timed out leaves the server in"
+    assert "Sunny in Paris" in tool_output(Chat(mcp_client, stream=False).send("Use lookup_weather")), "right after"
+
+
+def test_a_broken_session_is_dropped_and_reopened_at_once(mcp_client):
+    """A session the server closed is the server's failure: left out, and reconnected now, in the background, not
+    at the next MCP_RETRY_SECONDS (30 s)."""
+    [server] = mcp_connections.active_servers()
+    error = RuntimeError("the call failed")
+    error.__cause__ = mcp_connections.MCPError(code=mcp_connections.CONNECTION_CLOSED, message="Connection closed")
+    assert mcp_connections.session_broken(error)
+    assert not mcp_connections.session_broken(TimeoutError("slow"))
+    connections = mcp_connections._connections
+    assert connections is not None
+    started = time.monotonic()
+    mcp_client.portal.call(_drop, server)
+    assert connections._reconnecting is not None, "a reconnection started at once"
+    while not connections._reconnecting.done():
+        assert time.monotonic() - started < 10, "not reconnected at once"
+        time.sleep(0.05)
+    assert mcp_connections.active_servers() and not connections.dropped, "back in, long before MCP_RETRY_SECONDS"
+    assert "Sunny in Paris" in tool_output(Chat(mcp_client, stream=False).send("Use lookup_weather"))
+
+
+async def _drop(server: Any) -> None:
+    assert mcp_connections._connections is not None
+    mcp_connections._connections.drop(server)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -27,7 +28,7 @@ from support import Conversation, ServerThread, post_turn, reply_text
 
 from agent_server import agent, llm, memory
 from agent_server.memory.schema import ITEM_FORMAT, SchemaTooNew
-from agent_server.memory.store import Store
+from agent_server.memory.store import Store, Unavailable
 
 BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
 ADA, BOB = "ada@example.com", "bob@example.com"
@@ -404,3 +405,59 @@ def test_a_turn_whose_conversation_was_deleted_meanwhile_says_so(client, monkeyp
     response = client.post("/invocations", json=body)
     assert response.status_code == 409
     assert "was deleted while this turn ran" in response.json()["error"]["message"]
+
+
+def test_health_says_503_while_the_store_cannot_take_a_write_and_the_503s_log_one_line(
+    api_mode, model_log, app_settings, tmp_path
+):
+    """A load balancer stops sending turns to an app that cannot store them; each such turn's 503 is one line."""
+    database = tmp_path / "conversations.db"
+    app_settings.setenv("MEMORY_BACKEND", "sqlite")
+    app_settings.setenv("MEMORY_DATABASE_URL", str(database))
+    from agent_server.app import app
+    from agent_server.memory import database as open_store
+
+    with TestClient(app) as local:
+        assert local.get("/health").json() == {"status": "healthy"}
+        chat = Conversation(local, stream=False)
+        chat.send("Hello")
+        blocker = sqlite3.connect(database, timeout=0)
+        blocker.execute("BEGIN EXCLUSIVE")  # another process holds the only write lock SQLite has
+        try:
+            open_store._probed = (-10.0, None)  # probe now, not on the cached answer of a moment ago
+            health = local.get("/health")
+            assert health.status_code == 503, health.text
+            assert "cannot take a write" in health.json()["error"]["message"]
+        finally:
+            blocker.rollback()
+            blocker.close()
+        deadline = time.monotonic() + 60  # the probe that waited on the lock ends once it is free
+        while local.get("/health").status_code != 200:
+            assert time.monotonic() < deadline, "healthy again once the store takes writes"
+            time.sleep(0.5)
+
+        async def down(*args: object) -> None:
+            raise Unavailable("OperationalError: disk I/O error")
+
+        mlflow_log, logged = logging.getLogger("mlflow.genai.agent_server.server"), Records()
+        mlflow_log.addHandler(logged)  # MLflow's loggers do not propagate to the root, where caplog listens
+        try:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(Store, "finish_turn", down)  # the database fails as the turn is stored
+                body = {"input": [{"role": "user", "content": "Two"}], "context": {"conversation_id": chat.id}}
+                assert local.post("/invocations", json=body).status_code == 503
+        finally:
+            mlflow_log.removeHandler(logged)
+    assert logged.records and all(r.exc_info is None for r in logged.records), "no traceback for an expected 503"
+    assert "disk I/O error" in logged.records[-1].getMessage() and "(503)" in logged.records[-1].getMessage()
+
+
+class Records(logging.Handler):
+    """The records a logger emits, as they reach its handlers (after its filters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)

@@ -11,9 +11,11 @@ import sqlite3
 import time
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from agent_server.config import ConfigurationError
 from agent_server.errors import BadRequest
-from agent_server.memory import leases
+from agent_server.memory import leases, schema
 from agent_server.memory.lakebase import LakebaseToken
 from agent_server.memory.schema import SchemaTooNew
 from agent_server.memory.settings import settings
@@ -22,11 +24,13 @@ from agent_server.memory.store import Store, Unavailable
 logger = logging.getLogger("agent_server.memory")
 
 PRUNE_EVERY_SECONDS = 3600
+PROBE_EVERY_SECONDS, PROBE_SECONDS = 2.0, 2.0  # GET /health's write probe: how often, and how long it may take
 
 _store: Store | None = None
 _token: LakebaseToken | None = None
 _leases: leases.Leases | None = None
 _last_prune = 0.0
+_probed: tuple[float, str | None] = (-PROBE_EVERY_SECONDS, None)  # when the store was last probed, and why it failed
 
 
 async def open_memory() -> None:
@@ -114,6 +118,31 @@ async def store() -> Store:
         except Exception as error:  # the workspace could not be asked: the database cannot be reached either
             raise BadRequest(f"Conversation memory is unavailable: no database token ({error}).", status=503) from None
     return _store
+
+
+async def unwritable() -> str | None:
+    """Why the store cannot take a write now, or None when it can (GET /health). Probed at most every
+    PROBE_EVERY_SECONDS, and a probe that takes longer than PROBE_SECONDS counts as a failure."""
+    global _probed
+    now = time.monotonic()
+    if now - _probed[0] < PROBE_EVERY_SECONDS:
+        return _probed[1]
+    if _store is None:
+        reason: str | None = "it is not open (the app is starting or stopping)"
+    else:
+        try:
+            await asyncio.wait_for(asyncio.shield(_store.run(_touch_schema, write=True)), PROBE_SECONDS)
+            reason = None
+        except TimeoutError:
+            reason = f"a write did not finish within {PROBE_SECONDS:g} s"
+        except Unavailable as error:
+            reason = str(error)
+    _probed = (time.monotonic(), reason)
+    return reason
+
+
+def _touch_schema(connection: sa.Connection) -> None:
+    connection.execute(schema.schema_table.update().values(version=schema.schema_table.c.version))
 
 
 def hold_seconds() -> float:

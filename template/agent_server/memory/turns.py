@@ -48,7 +48,7 @@ def owner_of(headers: Mapping[str, str]) -> str:
     """The caller's identity, which owns its conversations (see the module docstring): exactly as the trusted
     header says it, or a 4xx. Never cut: two identities that share their first MAX_OWNER characters are two."""
     if config.settings().deployment.on_databricks_apps:  # behind the Databricks Apps proxy, which sets these
-        names = ("x-forwarded-user", "x-forwarded-email")
+        names: tuple[str, ...] = ("x-forwarded-user", "x-forwarded-email")
         named = "X-Forwarded-User or X-Forwarded-Email"
     elif settings().user_header:
         names = (settings().user_header or "",)
