@@ -13,6 +13,8 @@ it), so three checks stand in for one against browsers:
 
 from __future__ import annotations
 
+import urllib.parse
+
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
@@ -34,8 +36,8 @@ class BrowserGuard(HttpMiddleware):
     def refusal(self, scope: Scope) -> tuple[int, str] | None:
         headers = Headers(scope=scope)
         checks = config.settings().browser
-        host, allowed_hosts = headers.get("host", ""), checks.allowed_hosts
-        if allowed_hosts and _hostname(host) not in allowed_hosts:
+        host = headers.get("host", "")
+        if checks.allowed_hosts and hostname(host) not in {hostname(allowed) for allowed in checks.allowed_hosts}:
             return 400, f"Host {quoted(host)} is not one this app answers to; add it to ALLOWED_HOSTS."
         origin = headers.get("origin")
         if origin is not None and origin not in (_own_origin(scope, headers), *checks.allowed_origins):
@@ -54,8 +56,14 @@ def _own_origin(scope: Scope, headers: Headers) -> str:
     return f"{scheme}://{headers.get('x-forwarded-host') or headers.get('host', '')}"
 
 
-def _hostname(host: str) -> str:
-    """`host[:port]` without the port; an IPv6 address keeps its brackets."""
-    if host.startswith("["):
-        return host[: host.find("]") + 1]
-    return host.rsplit(":", 1)[0]
+def hostname(host: str) -> str | None:
+    """The host name of a Host header (`host[:port]`, an IPv6 address in brackets) as the URL grammar reads it,
+    lowercased and without brackets; None for one that is not a host: userinfo (`a@b`), a bad port, a path."""
+    if not host or any(mark in host for mark in "@/?#\\ ") or host.count("]") > 1:
+        return None
+    try:
+        parsed = urllib.parse.urlsplit(f"//{host}")
+        parsed.port  # noqa: B018  (raises for a port that is not a number from 0 to 65535)
+    except ValueError:
+        return None
+    return parsed.hostname

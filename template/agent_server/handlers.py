@@ -67,7 +67,9 @@ def customize_history(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # The same for every run, so made once: the SDK's RunConfig() inspects its own type hints each time it is built.
-RUN_CONFIG = RunConfig()
+# A call to a tool the agent does not have (a name the model made up) is answered to the model as an error
+# output, and the turn goes on (openai-agents' tool_not_found_behavior, in 0.20 to 0.24); it used to fail the turn.
+RUN_CONFIG = RunConfig(tool_not_found_behavior="return_error_to_model")
 
 
 def sdk_input(history: list[dict[str, Any]]) -> list[TResponseInputItem]:

@@ -177,8 +177,11 @@ class McpConnections:
     async def retry(self) -> None:
         """Connect the servers that are down, and the ones a failed call dropped."""
         if self.dropped:
-            self.dropped.clear()
-            await self.manager.reconnect(failed_only=False)
+            reconnecting = set(self.dropped)
+            try:  # left out until the reconnection is over: a request must not meet a session half torn down
+                await self.manager.reconnect(failed_only=False)
+            finally:
+                self.dropped -= reconnecting
         elif self.manager.failed_servers:
             await self.manager.reconnect(failed_only=True)
         else:

@@ -71,6 +71,13 @@ def main(argv: list[str] | None = None) -> None:
         kept = memory.check_database()  # a database that is down or too new stops start-app here, in one line
     except config.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
+    if not is_loopback(args.host) and not settings.deployment.on_databricks_apps and not settings.browser.allowed_hosts:
+        # Exposed, a page anywhere could rebind its own name to this address and drive the agent (DNS rebinding).
+        sys.exit(
+            f"start-app: listening on {args.host} reaches beyond this machine, so set ALLOWED_HOSTS to the host names "
+            "clients use to reach the app (comma-separated, such as agent.example.com,10.0.0.5): a request for any "
+            "other name gets a 400. On Databricks Apps the platform's proxy owns the host, and this is not needed."
+        )
     if is_loopback(args.host) and not settings.browser.allowed_hosts:
         # DNS rebinding: answer only to loopback names. Set in the environment, for uvicorn's worker processes too.
         os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)

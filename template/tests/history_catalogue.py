@@ -700,6 +700,105 @@ SHAPES: list[Shape] = [
             assistant("Blue."),
         ],
     ),
+    Shape(
+        name="malformed-call-arguments",
+        client="Models cut off in the middle of a tool call (a length limit, a dropped stream), replayed as they were",
+        group="Repairs",
+        note=(
+            "Arguments that are not a JSON object pass through to the model server as they are, and strict servers "
+            "(vLLM, several hosted OpenAI-compatible providers, and the offline model) refuse such a history on "
+            "every later turn. The render wraps the text in an object, under `arguments_as_sent`, so the model "
+            "still sees what it sent."
+        ),
+        history=[user("What time is it in Paris?"), call(arguments='{"tz": "Europe/Par'), output(), assistant("Done.")],
+        render=[
+            user("What time is it in Paris?"),
+            call(arguments='{"arguments_as_sent": "{\\"tz\\": \\"Europe/Par"}'),
+            output(),
+            assistant("Done."),
+        ],
+    ),
+    Shape(
+        name="call-to-a-tool-that-does-not-exist",
+        client="Apps whose model called a tool it made up, or one the agent no longer has",
+        group="Edge shapes",
+        note=(
+            "The app answers such a call to the model with an error output (openai-agents' "
+            "`tool_not_found_behavior`, `Tool '...' not found.`), and the turn goes on; it used to fail. "
+            "Replayed, the call and its error output are a history like any other."
+        ),
+        history=[
+            user("Use imagined_tool"),
+            {"type": "function_call", "call_id": "call_1", "name": "imagined_tool", "arguments": "{}"},
+            output(text="Tool 'imagined_tool' not found."),
+            assistant("That tool is not there."),
+        ],
+        render=[
+            user("Use imagined_tool"),
+            {"type": "function_call", "call_id": "call_1", "name": "imagined_tool", "arguments": "{}"},
+            output(text="Tool 'imagined_tool' not found."),
+            assistant("That tool is not there."),
+        ],
+    ),
+    Shape(
+        name="image-only-tool-output",
+        client="Tools (MCP servers, the owner's own) that return an image, in `chat_completions` mode",
+        group="Repairs",
+        note=(
+            "A chat-completions tool message holds only text, and openai-agents would put "
+            '`"[tool output omitted]"` in place of the image, without a word. In that mode the tool message names '
+            "the image, and the image follows in a user message, after the call's outputs. The Responses API "
+            "takes the image in the output as it is."
+        ),
+        history=[
+            user("Show me the logo."),
+            call(),
+            {
+                "type": "function_call_output",
+                "call_id": "call_1",
+                "output": [{"type": "input_image", "image_url": PNG, "detail": "auto"}],
+            },
+            assistant("Here it is."),
+        ],
+        render=[
+            user("Show me the logo."),
+            call(),
+            {
+                "type": "function_call_output",
+                "call_id": "call_1",
+                "output": [{"type": "input_image", "image_url": PNG, "detail": "auto"}],
+            },
+            assistant("Here it is."),
+        ],
+        chat_completions=[
+            user("Show me the logo."),
+            call(),
+            output(text="[The tool's output holds 1 image or file part(s), in the user message that follows]"),
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "[The image or file part(s) of the output of tool call 'call_1']"},
+                    {"type": "input_image", "image_url": PNG, "detail": "auto"},
+                ],
+            },
+            assistant("Here it is."),
+        ],
+    ),
+    Shape(
+        name="output-without-a-call-id",
+        client="Clients that lost a tool output's `call_id` (a hand-written history, a converter that drops it)",
+        group="Repairs",
+        note=(
+            "An output that names no call cannot answer one. Like an output whose call is gone "
+            "(`orphan-output`), what it said reaches the model as a user message that says what it is."
+        ),
+        history=[user("What time is it?"), {"type": "function_call_output", "output": TIME}, assistant("It is 09:30.")],
+        render=[
+            user("What time is it?"),
+            user(f"[Output of a tool call, which the output does not name]\n{TIME}"),
+            assistant("It is 09:30."),
+        ],
+    ),
 ]
 
 SHAPES_BY_NAME = {shape.name: shape for shape in SHAPES}

@@ -42,3 +42,12 @@ def test_with_allowed_hosts_any_other_host_is_refused(app_client, app_settings):
     rebound = app_client.post("/invocations", json=HELLO, headers={"host": "evil.example:8000"})
     assert rebound.status_code == 400
     assert "ALLOWED_HOSTS" in rebound.json()["error"]["message"]
+
+
+def test_hosts_are_read_as_the_url_grammar_reads_them(app_client, app_settings):
+    """Userinfo, brackets, ports and case, as a URL's authority: `127.0.0.1:P@evil.example` names evil.example."""
+    app_settings.setenv("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+    for host in ("LOCALHOST:8000", "[::1]", "127.0.0.1:65535"):
+        assert app_client.get("/health", headers={"host": host}).status_code == 200, host
+    for host in ("127.0.0.1:8000@evil.example", "evil.example#@127.0.0.1", "127.0.0.1:99999", "[::1", "127.0.0.1/x"):
+        assert app_client.get("/health", headers={"host": host}).status_code == 400, host

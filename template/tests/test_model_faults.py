@@ -51,3 +51,15 @@ def test_the_owners_agent_on_llm_model_runs_as_it_is_not_copied_per_request(api_
     assert for_this_request(owners, []) is owners
     elsewhere = Agent(name="own model", instructions="x", model=llm.model().inner)  # a model of the owner's own
     assert isinstance(for_this_request(elsewhere, []).model, UniqueCallIds)
+
+
+@pytest.mark.parametrize("replay", ["exact", "chat_ui"])
+def test_a_call_to_a_tool_that_does_not_exist_is_answered_to_the_model_and_the_turn_goes_on(app_client, stream, replay):
+    """Models call tools they made up. The SDK's own answer, `Tool '...' not found.`, goes back to the model as the
+    call's output (openai-agents' tool_not_found_behavior), and the conversation continues."""
+    chat = Chat(app_client, stream)
+    items = chat.send("Use imagined_tool, please", replay)
+    assert [item["type"] for item in items] == ["function_call", "function_call_output", "message"]
+    assert items[0]["name"] == "imagined_tool" and "not found" in items[1]["output"]
+    assert reply_text(items).startswith("The tool returned: Tool 'imagined_tool' not found.")
+    assert "I saw 2 user, 1 assistant and 1 tool turns" in reply_text(chat.send("Thanks", replay))

@@ -469,6 +469,33 @@ def test_rejects_function_call_output_without_its_call() -> None:
     assert_rejected(post(RESPONSES, body), "input", "No tool call found for function call output with call_id call_9.")
 
 
+@pytest.mark.parametrize("arguments", ['{"lim', "[1, 2]", ""], ids=["cut-off", "not-an-object", "empty"])
+def test_rejects_tool_call_arguments_that_are_not_a_json_object(arguments: str) -> None:
+    """As strict servers do (vLLM, several hosted providers): a history the render has not repaired fails here."""
+    call = {"type": "function_call", "call_id": "call_9", "name": "get_current_time", "arguments": arguments}
+    body = responses_input(
+        {"role": "user", "content": "time?"}, call, {"type": "function_call_output", "call_id": "call_9", "output": "x"}
+    )
+    param = "input[1].arguments"
+    assert_rejected(
+        post(RESPONSES, body), param, f"Invalid value for '{param}': the tool call's arguments are not a JSON object."
+    )
+    function = {"name": "get_current_time", "arguments": arguments}
+    messages = chat_messages(
+        {"role": "user", "content": "time?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_9", "type": "function", "function": function}],
+        },
+        {"role": "tool", "tool_call_id": "call_9", "content": "x"},
+    )
+    param = "messages.[1].tool_calls.[0].function.arguments"
+    assert_rejected(
+        post(CHAT, messages), param, f"Invalid value for '{param}': the tool call's arguments are not a JSON object."
+    )
+
+
 def test_rejects_function_call_without_its_output() -> None:
     body = responses_input(
         {"role": "user", "content": "time?"},

@@ -59,6 +59,17 @@ def test_listens_on_loopback_unless_deployed_or_told(app_settings, env, argv, ho
     assert start_server.parse_args(argv).host == host
 
 
+def test_listening_beyond_loopback_needs_allowed_hosts():
+    """Exposed means allow-listed: with HOST=0.0.0.0 and no ALLOWED_HOSTS, start-app says what to set."""
+    args = [START_APP, "--port", str(free_port())]
+    result = subprocess.run(args, env=app_env(LLM_PROVIDER="offline", HOST="0.0.0.0"), capture_output=True, text=True)
+    assert result.returncode != 0 and "set ALLOWED_HOSTS" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    with StartedApp(app_env(LLM_PROVIDER="offline", HOST="0.0.0.0", ALLOWED_HOSTS="127.0.0.1")) as url:
+        assert httpx.get(f"{url}/health").status_code == 200
+        assert httpx.get(f"{url}/health", headers={"host": "evil.example"}).status_code == 400
+
+
 @pytest.mark.parametrize(("name", "value"), [("PORT", "abc"), ("DATABRICKS_APP_PORT", "70000"), ("PORT", "-1")])
 def test_a_bad_port_is_a_one_line_error(name, value):
     env = app_env(LLM_PROVIDER="offline", **{name: value})

@@ -14,13 +14,14 @@ from agent_server.config import ApiMode
 from agent_server.history import approvals
 from agent_server.history.content_parts import assistant_text, check_chat_completions, input_content, tool_output
 from agent_server.history.errors import HistoryError, json_type, show
-from agent_server.history.tool_pairs import Rendered, pair_calls_with_outputs
+from agent_server.history.tool_pairs import Rendered, orphan_output_message, pair_calls_with_outputs
 
 logger = logging.getLogger("agent_server.history")
 
 # Items that point at state held by the Responses API; MLflow's request model rejects them.
 SERVER_STATE_TYPES = ("compaction", "item_reference")
 DROPPED_TYPES = ("reasoning", "mcp_list_tools")
+MALFORMED_ARGUMENTS = "arguments_as_sent"  # the key that holds a call's arguments that were not a JSON object
 INPUT_ROLES = ("user", "system", "developer")
 TEXT_ONLY_ROLES = ("system", "developer")
 
@@ -55,10 +56,30 @@ def render_each(items: Sequence[Any], api: ApiMode = "chat_completions") -> list
             logger.info("history: input[%d] repeats an MCP tool call the history holds already", index)
             continue
         for out in _render_item(item, index):
+            media = None
             if api == "chat_completions":
                 check_chat_completions(out, index)
+                media = media_of_tool_output(out, index)
             rendered.append(Rendered(index, out, item.get("id")))
+            if media is not None:
+                rendered.append(Rendered(index, media, None))  # pairing keeps it after the call's outputs
     return rendered
+
+
+def media_of_tool_output(out: dict[str, Any], index: int) -> dict[str, Any] | None:
+    """In chat-completions mode a tool message holds only text, and the SDK would put "[tool output omitted]" in
+    place of an image: the images and files of a tool output move to a user message of their own, which the
+    tool message names. Returns that message (and makes `out` text), or None for an output of text only."""
+    output = out.get("output") if out.get("type") == "function_call_output" else None
+    if not isinstance(output, list):
+        return None
+    texts = [part["text"] for part in output if part["type"] == "input_text"]
+    media = [part for part in output if part["type"] != "input_text"]
+    note = f"[The tool's output holds {len(media)} image or file part(s), in the user message that follows]"
+    out["output"] = "\n".join([*texts, note])
+    logger.info("history: input[%d] is a tool output with images or files: they follow as a user message", index)
+    header = f"[The image or file part(s) of the output of tool call {out['call_id']!r}]"
+    return {"role": "user", "content": [{"type": "input_text", "text": header}, *media]}
 
 
 def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
@@ -70,6 +91,9 @@ def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
     if item_type == "function_call":
         return [_function_call(item.get("call_id"), item.get("name"), item.get("arguments"), index)]
     if item_type == "function_call_output":
+        if item.get("call_id") is None:  # a client that lost it: as an output whose call is gone (tool_pairs.py)
+            logger.info("history: input[%d] is a tool output that names no call: given as a user message", index)
+            return [orphan_output_message(None, tool_output(item.get("output"), index))]
         return [_function_call_output(item.get("call_id"), item.get("output"), index)]
     if item_type in ("mcp_approval_request", "mcp_call"):
         return _mcp_call(item, index)
@@ -141,7 +165,19 @@ def _function_call(call_id: Any, name: Any, arguments: Any, index: int, key: str
         arguments = "{}"  # what the SDK sends for a call without arguments
     elif not isinstance(arguments, str):
         arguments = json.dumps(arguments)
+    if not _is_json_object(arguments):
+        # A model cut off mid-call (`{"lim`): strict servers refuse such a history on every later turn. The model
+        # still sees what it sent, inside an object they accept.
+        logger.info("history: input[%d] is a tool call whose arguments are not a JSON object: kept as text", index)
+        arguments = json.dumps({MALFORMED_ARGUMENTS: arguments})
     return {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def _function_call_output(call_id: Any, output: Any, index: int, key: str = "call_id") -> dict[str, Any]:

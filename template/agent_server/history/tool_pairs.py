@@ -40,9 +40,12 @@ def output_bound_call_id(call_id: str, output: str) -> str:
     return f"{ID_PREFIXES['function_call']}{digest[:40]}"
 
 
-def orphan_output_message(call_id: str, output: str | list[dict[str, Any]]) -> dict[str, Any]:
-    """An output whose call is gone, as a message both APIs accept, saying what it is."""
-    note = f"[Output of tool call {call_id!r}, whose call is no longer in this conversation]"
+def orphan_output_message(call_id: str | None, output: str | list[dict[str, Any]]) -> dict[str, Any]:
+    """An output whose call is gone (or that names none), as a message both APIs accept, saying what it is."""
+    if call_id is None:
+        note = "[Output of a tool call, which the output does not name]"
+    else:
+        note = f"[Output of tool call {call_id!r}, whose call is no longer in this conversation]"
     if isinstance(output, str):
         return {"role": "user", "content": f"{note}\n{output}"}
     return {"role": "user", "content": [{"type": "input_text", "text": note}, *output]}

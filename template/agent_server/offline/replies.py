@@ -130,11 +130,18 @@ def with_call_ids(said: Answer, style: str) -> Answer:
     return dataclasses.replace(said, tool_calls=calls)
 
 
+# Named by the user, the model calls this tool though it is offered none by that name, as real models sometimes
+# call a tool they made up.
+IMAGINED_TOOL = "imagined_tool"
+
+
 def requested_tool(user_text: str, tool_names: list[str]) -> str | None:
     lowered = user_text.lower()
     for name in tool_names:
         if name.lower() in lowered:
             return name
+    if IMAGINED_TOOL in lowered:
+        return IMAGINED_TOOL
     if "get_current_time" in tool_names and re.search(r"\btime\b", lowered):
         return "get_current_time"
     return None

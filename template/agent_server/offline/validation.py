@@ -280,6 +280,9 @@ def check_responses_semantics(body: dict[str, Any]) -> None:
     if isinstance(body["input"], list):
         check_item_ids(body["input"])
         check_tool_pairing(body["input"])
+        for i, item in enumerate(body["input"]):
+            if item.get("type") == "function_call":
+                check_arguments(item.get("arguments"), f"input[{i}].arguments")
 
 
 def check_item_ids(items: list[dict[str, Any]]) -> None:
@@ -292,6 +295,17 @@ def check_item_ids(items: list[dict[str, Any]]) -> None:
             f"Invalid 'input[{i}].id': '{item_id}'. Expected an ID that begins with '{prefix}'.",
             f"input[{i}].id",
         )
+
+
+def check_arguments(arguments: Any, param: str) -> None:
+    """A tool call's arguments in the history must be a JSON object, as strict servers (vLLM, several hosted
+    OpenAI-compatible providers) check on every request: a call cut off mid-arguments would fail every later turn."""
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ApiError(f"Invalid value for '{param}': the tool call's arguments are not a JSON object.", param)
 
 
 def check_tool_pairing(items: list[dict[str, Any]]) -> None:
@@ -319,6 +333,10 @@ def check_chat_semantics(body: dict[str, Any]) -> None:
     for i, message in enumerate(messages):
         if message["role"] == "assistant" and message.get("tool_calls"):
             _check_tool_calls_answered(messages, i)
+            for k, call in enumerate(message["tool_calls"]):
+                check_arguments(
+                    call.get("function", {}).get("arguments"), f"messages.[{i}].tool_calls.[{k}].function.arguments"
+                )
         elif message["role"] == "tool":
             _check_tool_message_answers_a_call(messages, i)
 
