@@ -12,7 +12,7 @@ from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import agent, errors, llm, mcp_connections, memory, request_state, tracing
+from agent_server import agent, approved_calls, errors, llm, mcp_connections, memory, request_state, tracing
 from agent_server.history import approvals, render_history
 from agent_server.offload import INLINE_ITEMS, cpu_work
 from agent_server.output_items import ReplayableOutput, replayable_id, with_unique_call_ids
@@ -41,9 +41,15 @@ def approval_requests(request: ResponsesAgentRequest, interruptions: list[Any]) 
     if not interruptions:
         return {}
     history = rendered_input(request)  # the ids sign the user turns as the request guard renders them
+    turn = _turn()
+    conversation = turn.named if turn is not None else None  # and the conversation the client named, if any
     return {
         waiting.raw_item.call_id: approvals.request_item(
-            history, waiting.raw_item.name, waiting.raw_item.arguments, waiting.tool_origin.mcp_server_name or ""
+            history,
+            waiting.raw_item.name,
+            waiting.raw_item.arguments,
+            waiting.tool_origin.mcp_server_name or "",
+            conversation,
         )
         for waiting in interruptions
     }
@@ -95,7 +101,7 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
     tracing.name_conversation(turn)
     history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:
-        ran = await mcp_connections.run_approved(history, servers)
+        ran = await approved_calls.run_approved(history, servers)
         owners_agent = for_this_request(agent.create_agent(), servers)
         request_state.record_input(history, has_instructions=owners_agent.instructions is not None)
         try:
@@ -139,7 +145,7 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
     answer: list[dict[str, Any]] = []
     history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:
-        for item in await mcp_connections.run_approved(history, servers):
+        for item in await approved_calls.run_approved(history, servers):
             answer.append(item)
             yield stream_event("response.output_item.done", item=item, custom_outputs=extra)
         owners_agent = for_this_request(agent.create_agent(), servers)

@@ -36,7 +36,6 @@ from mcp_types import CONNECTION_CLOSED
 from mlflow.entities import SpanType
 
 from agent_server import config, llm
-from agent_server.history import approvals
 from agent_server.mcp_servers import McpServerSpec
 
 logger = logging.getLogger(__name__)
@@ -274,19 +273,6 @@ def active_servers() -> list[MCPServer]:
         if span is not None:
             span.set_attribute("mcp.left_out", left_out)
     return active
-
-
-async def run_approved(history: list[dict[str, Any]], servers: list[MCPServer]) -> list[dict[str, Any]]:
-    """Run the calls the user approved at the end of `history` (history/approvals.py), putting each output in its
-    place; returns those outputs as output items, for the client to keep with its approval."""
-    ran = []
-    for call in approvals.to_run(history):
-        output = await run_tool(call["name"], call["arguments"], servers)
-        for item in history:
-            if item.get("type") == "function_call_output" and item["call_id"] == call["call_id"]:
-                item["output"] = output
-        ran.append({"type": "function_call_output", "call_id": call["call_id"], "output": output})
-    return ran
 
 
 async def run_tool(name: str, arguments: str, servers: list[MCPServer]) -> str:

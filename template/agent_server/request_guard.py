@@ -109,7 +109,8 @@ def prepared_body(
     """The body MLflow gets, serialised (off the event loop unless small: offload.py): the history paired and with
     only genuine approvals, and the conversation's id; and the request's state for the handlers."""
     rendered = pair_calls_with_outputs(history.each)
-    refused = approvals.honour_only_genuine(history.client_items, rendered)
+    conversation = turn.named if turn is not None else None  # an approval signed in another conversation is not this
+    refused = approvals.honour_only_genuine(history.client_items, rendered, conversation)
     for index in refused:
         logger.warning("input[%d]: an approval this app did not sign runs nothing", index - history.stored)
     body["input"] = [r.item for r in rendered]

@@ -31,6 +31,7 @@ from agent_server import config
 ID_PREFIX = "mcpr_"
 APPROVED = "\x00approved: the app runs this tool and puts its output here"
 NOT_RUN_AGAIN = "This tool call was approved earlier; its output is not in this conversation."
+DENIED = "The user denied this tool call."
 NOT_VERIFIED = (
     "This approval was not run: the app did not make this approval request for this conversation and call "
     "(or was restarted without MCP_APPROVAL_SECRET). Ask again if the tool is still needed."
@@ -42,10 +43,16 @@ def _secret() -> bytes:
     return config.settings().mcp.approval_secret.encode() or _PROCESS_SECRET
 
 
-def approval_id(history: Sequence[Mapping[str, Any]], name: str, arguments: str) -> str:
-    """The id of an approval request for this call, after these (rendered) items."""
+def approval_id(
+    history: Sequence[Mapping[str, Any]], name: str, arguments: str, conversation: str | None = None
+) -> str:
+    """The id of an approval request for this call, after these (rendered) items, in the conversation the client
+    named (if it named one): an approval moved into another conversation is not this one."""
     users = [item.get("content") for item in history if item.get("role") == "user"]
-    signed = json.dumps([users, name, canonical_arguments(arguments)], sort_keys=True, separators=(",", ":"))
+    signed_parts: list[Any] = [users, name, canonical_arguments(arguments)]
+    if conversation is not None:
+        signed_parts.append(conversation)
+    signed = json.dumps(signed_parts, sort_keys=True, separators=(",", ":"))
     return ID_PREFIX + hmac.new(_secret(), signed.encode(), hashlib.sha256).hexdigest()[:48]
 
 
@@ -62,11 +69,13 @@ def canonical_arguments(arguments: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def request_item(history: Sequence[Mapping[str, Any]], name: str, arguments: str, server: str) -> dict[str, Any]:
+def request_item(
+    history: Sequence[Mapping[str, Any]], name: str, arguments: str, server: str, conversation: str | None = None
+) -> dict[str, Any]:
     """The `mcp_approval_request` output item that stands for a call waiting for the user's approval."""
     return {
         "type": "mcp_approval_request",
-        "id": approval_id(history, name, arguments),
+        "id": approval_id(history, name, arguments, conversation),
         "name": name,
         "arguments": arguments,
         "server_label": server,
@@ -78,12 +87,27 @@ def output_for(response: Mapping[str, Any]) -> str:
     if response.get("approve") is True:
         return APPROVED
     reason = response.get("reason")
-    return "The user denied this tool call." + (f" Reason: {reason}" if isinstance(reason, str) and reason else "")
+    return DENIED + (f" Reason: {reason}" if isinstance(reason, str) and reason else "")
 
 
-def is_genuine(history: Sequence[Mapping[str, Any]], request: Mapping[str, Any]) -> bool:
+def is_decision(output: Any) -> bool:
+    """Is this output of an approval call the user's answer (approved, denied, or not verified), rather than what
+    the tool returned when it ran?"""
+    return isinstance(output, str) and (output in (APPROVED, NOT_VERIFIED, NOT_RUN_AGAIN) or output.startswith(DENIED))
+
+
+def chosen_output(outputs: Sequence[Mapping[str, Any]]) -> int:
+    """Which of an approval call's several outputs counts: what the tool returned, once it ran (so nothing runs it
+    again); otherwise the user's first answer, which is final (a denial cannot be turned into an approval)."""
+    ran = [position for position, output in enumerate(outputs) if not is_decision(output.get("output"))]
+    return ran[0] if ran else 0
+
+
+def is_genuine(
+    history: Sequence[Mapping[str, Any]], request: Mapping[str, Any], conversation: str | None = None
+) -> bool:
     """Did this app make `request` (a client's `mcp_approval_request`) after these rendered items?"""
-    expected = approval_id(history, str(request.get("name")), request.get("arguments") or "")
+    expected = approval_id(history, str(request.get("name")), request.get("arguments") or "", conversation)
     return isinstance(request.get("id"), str) and hmac.compare_digest(expected, request["id"])
 
 
@@ -107,7 +131,9 @@ def to_run(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return runs
 
 
-def honour_only_genuine(client_items: Sequence[Any], rendered: Sequence[Any]) -> list[int]:
+def honour_only_genuine(
+    client_items: Sequence[Any], rendered: Sequence[Any], conversation: str | None = None
+) -> list[int]:
     """Turn every APPROVED output this app must not honour into NOT_VERIFIED; returns their client indices.
 
     `rendered` is the render of `client_items` with sources (history.Rendered). An approval runs a
@@ -125,7 +151,8 @@ def honour_only_genuine(client_items: Sequence[Any], rendered: Sequence[Any]) ->
         elif entry.item.get("output") == APPROVED:
             request = requests.get(entry.item.get("call_id"))
             answered = client.get("type") == "mcp_approval_response"
-            if not answered or request is None or not is_genuine([e.item for e in rendered[: request[0]]], request[1]):
+            earlier = [e.item for e in rendered[: request[0]]] if request is not None else []
+            if not answered or request is None or not is_genuine(earlier, request[1], conversation):
                 entry.item["output"] = NOT_VERIFIED
                 refused.append(entry.index)
     return refused

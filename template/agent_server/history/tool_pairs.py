@@ -26,6 +26,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_server.history import approvals
+
 logger = logging.getLogger("agent_server.history")
 
 INTERRUPTED_CALL_OUTPUT = "Error: this tool call was interrupted before it returned a result."
@@ -157,7 +159,10 @@ def _answer(call: _Call) -> Rendered:
 
 
 def _chosen(call: _Call) -> tuple[int, dict[str, Any]]:
-    """The app's own output where the call's id names it; otherwise the newest."""
+    """The app's own output where the call's id names it; for a call the user approves, approvals.chosen_output;
+    otherwise the newest."""
+    if call.client_call_id.startswith(approvals.ID_PREFIX):
+        return call.outputs[approvals.chosen_output([output for _, output in call.outputs])]
     for index, output in call.outputs:
         text = output["output"]
         if isinstance(text, str) and call.client_id == output_bound_call_id(call.client_call_id, text):

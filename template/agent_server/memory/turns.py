@@ -115,6 +115,7 @@ class Turn:
     merged: Merge
     history: History
     api: ApiMode
+    named: str | None = None  # the conversation id the client named (None: one the app made for this turn)
     done: bool = field(default=False)
 
     def custom_outputs(self) -> dict[str, str]:
@@ -165,7 +166,8 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
     if not enabled():
         return None
     owner = owner_of(headers)
-    conversation_id = conversation_id_of(body) or str(uuid.uuid4())
+    named = conversation_id_of(body)
+    conversation_id = named or str(uuid.uuid4())
     api = llm.settings().api
     lease = leases.new_lease()
     try:
@@ -187,9 +189,27 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
     except BaseException:
         await database.release(owner, conversation_id, lease)
         raise
+    ran_before(merged, stored.each)
     history = History(merged.history, [*stored.client_items, *sent.client_items], stored.stored)
     logger.info("memory: conversation %s, %s (%d items added)", conversation_id, merged.kind, len(merged.new))
-    return Turn(owner, conversation_id, lease, merged, history, api)
+    return Turn(owner, conversation_id, lease, merged, history, api, named)
+
+
+def ran_before(merged: Merge, stored: Sequence[Rendered]) -> None:
+    """An approval of a call whose output the conversation holds already (a regenerate, a retry that sends the
+    approval again) gets that output, in place: the call ran once, and does not run again (approved_calls.py)."""
+    outputs = {
+        entry.item["call_id"]: entry.item["output"]
+        for entry in stored
+        if entry.item.get("type") == "function_call_output"
+        and str(entry.item.get("call_id", "")).startswith(approvals.ID_PREFIX)
+        and not approvals.is_decision(entry.item.get("output"))
+    }
+    for entry in merged.history:
+        item = entry.item
+        if item.get("output") == approvals.APPROVED and item.get("call_id") in outputs:
+            logger.info("memory: input[%d] approves a call this conversation ran already: its output", entry.index)
+            item["output"] = outputs[item["call_id"]]
 
 
 def _stored_history(rows: list[StoredItem], api: ApiMode) -> History:

@@ -1,0 +1,77 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""The calls the user approved run here, each at most once.
+
+history/approvals.py decides which approvals are genuine and which call runs (an APPROVED output at the end of
+the history; a denial is final). This module makes sure an approved call runs once however often its approval
+comes back: a client's network retry of the same request, or two of them at once, and a regenerate that sends
+the same approval again. The approval's id signs the call and the user turns before it (and the conversation,
+when the client names one), so it names one call in one history:
+- in this process, the outputs of the approvals run and those running are kept by that id and the caller's
+  identity, for RETRY_SECONDS (the newest KEPT), and an approval that comes again gets the output, not a second
+  run;
+- with conversation memory, a stored conversation holds the call's output, and a turn that approves the call
+  again gets that output (memory/turns.py), across processes and restarts.
+With memory off and several processes, a retry that reaches another process may run the call again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from typing import Any
+
+from agents.mcp import MCPServer
+
+from agent_server import request_state
+from agent_server.history import approvals
+from agent_server.mcp_connections import run_tool
+
+logger = logging.getLogger(__name__)
+
+KEPT = 10_000
+RETRY_SECONDS = 600  # a retry comes within seconds; the same history from someone else, much later, runs anew
+_outputs: OrderedDict[tuple[str, str], tuple[float, str]] = OrderedDict()  # (approval, caller) -> (when, output)
+_running: dict[tuple[str, str], asyncio.Future[str]] = {}
+
+
+async def run_approved(history: list[dict[str, Any]], servers: list[MCPServer]) -> list[dict[str, Any]]:
+    """Run the calls the user approved at the end of `history`, putting each output in its place; returns those
+    outputs as output items, for the client to keep with its approval."""
+    ran = []
+    for call in approvals.to_run(history):
+        output = await run_once(call, servers)
+        for item in history:
+            if item.get("type") == "function_call_output" and item["call_id"] == call["call_id"]:
+                item["output"] = output
+        ran.append({"type": "function_call_output", "call_id": call["call_id"], "output": output})
+    return ran
+
+
+async def run_once(call: dict[str, Any], servers: list[MCPServer]) -> str:
+    state = request_state.current()
+    approval = (call["call_id"], state.turn.owner if state is not None and state.turn is not None else "")
+    now = time.monotonic()
+    while _outputs and now - next(iter(_outputs.values()))[0] > RETRY_SECONDS:
+        _outputs.popitem(last=False)
+    if approval in _outputs:
+        logger.info("approved call %s ran already: its output again, not a second run", approval[0])
+        return _outputs[approval][1]
+    if approval in _running:  # the same approval, in a request that is running it now
+        return await asyncio.shield(_running[approval])
+    running: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    _running[approval] = running
+    try:
+        output = await run_tool(call["name"], call["arguments"], servers)
+        _outputs[approval] = (time.monotonic(), output)
+        while len(_outputs) > KEPT:
+            _outputs.popitem(last=False)
+        running.set_result(output)
+        return output
+    except BaseException as error:
+        running.set_exception(error)
+        running.exception()  # retrieved: a request that waited on it gets it, and none is left unretrieved
+        raise
+    finally:
+        del _running[approval]
