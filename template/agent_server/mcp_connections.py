@@ -1,19 +1,12 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The process's connections to the declared MCP servers (mcp_servers.py): connected once, kept
-apart when they fail, and the tools the user approved run through them.
+"""The process's connections to the declared MCP servers (mcp_servers.py): connected once, kept apart when
+they fail, and the tools the user approved run through them. Their settings (MCP_*) are in config.py.
 
-| variable | what | default |
-|---|---|---|
-| MCP_CONNECT_TIMEOUT_SECONDS | how long connecting to one server may take | 10 |
-| MCP_TIMEOUT_SECONDS | how long one request to a server (a tool call, its tool list) may take | 30 |
-| MCP_TOOLS_TTL_SECONDS | how long a server's tool list is cached | 300 |
-| MCP_RETRY_SECONDS | how often servers that are down, or dropped, are connected again | 30 |
-| MCP_MAX_OUTPUT_CHARS | a tool output longer than this is cut, and says so | 20000 |
-
-Connections open when the app starts and close when it stops. A server that cannot be reached, is
-too slow, or refuses the credentials is left out of requests (a warning in the log, and on the
-request's trace) until a retry connects it; the other servers and the turns that need no tool keep
-working. A tool call that fails is an error output the model reads, never a failed request.
+Connections open when the app starts and close when it stops. A server that cannot be reached or refuses the
+credentials is left out of requests (a warning in the log, and on the request's trace) until a retry connects
+it (MCP_RETRY_SECONDS); one whose session breaks gets a new session at once, in the background. A tool call
+that fails, or times out (MCP_TIMEOUT_SECONDS), is an error output the model reads, never a failed request,
+and it leaves the server in: one user's slow call switches nothing off for the others.
 """
 
 from __future__ import annotations
@@ -74,10 +67,12 @@ class McpConnections:
         self.manager = MCPServerManager(
             self.servers, connect_timeout_seconds=self.settings.connect_timeout, connect_in_parallel=True
         )
-        self.dropped: set[MCPServer] = set()  # a call to it failed: left out until it reconnects
+        self.dropped: set[MCPServer] = set()  # its session broke: left out until a new one is open
+        self.reopened: dict[int, MCPServer] = {}  # a server's new session, by its index, in place of the broken one
+        self.broken: list[MCPServer] = []  # sessions replaced, closed at shutdown (a running request may hold one)
         self.tools_listed_at = time.monotonic()
         self._retrying: asyncio.Task[None] | None = None
-        self._reconnecting: asyncio.Task[None] | None = None
+        self._reopening: dict[int, asyncio.Task[None]] = {}
 
     def _server(self, spec: McpServerSpec, user_token: str | None = None) -> MCPServer:
         """A server for `spec`; a Databricks one called as the user who holds `user_token`, when given."""
@@ -101,7 +96,9 @@ class McpConnections:
             # failure is that call's: the model reads it. Only a broken session takes the server out, and only
             # until it is reopened, at once, in the background; one user's slow call switches nothing off.
             if session_broken(error):
-                logger.warning("MCP server %s: its session broke, reopened in the background: %s", spec.label, error)
+                logger.warning(
+                    "MCP server %s: its session broke, left out until it reconnects (now): %s", spec.label, error
+                )
                 self.drop(server_ref[0])
             else:
                 logger.warning("MCP server %s failed a tool call, and stays in: %s", spec.label, error)
@@ -123,46 +120,84 @@ class McpConnections:
         return created
 
     def drop(self, server: MCPServer) -> None:
-        """Leave `server` out of requests, and reconnect it now rather than at the next MCP_RETRY_SECONDS."""
+        """Leave `server` out of requests, and open a new session to it now, in the background: the broken one is
+        left as it is (a running request may still hold it) and replaced once the new one is open."""
         self.dropped.add(server)
-        if self._reconnecting is None or self._reconnecting.done():
-            self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect_now(), name="mcp-reconnect")
+        index = next((i for i, (_, each) in enumerate(self.all()) if each is server), None)
+        if index is not None and (index not in self._reopening or self._reopening[index].done()):
+            self._reopening[index] = asyncio.get_running_loop().create_task(self._reopen(index), name="mcp-reopen")
 
-    async def _reconnect_now(self) -> None:
-        try:
-            await self.retry()
-        except Exception as error:  # left out until the retry loop connects it
-            logger.warning("MCP servers could not be reconnected at once: %s", error)
+    async def _reopen(self, index: int) -> None:
+        """A new session to server `index`, tried again (after 1, 2, 4 ... s, at most MCP_RETRY_SECONDS) until open."""
+        wait = 1.0
+        while True:
+            fresh = self._server(self.specs[index])
+            try:
+                await asyncio.wait_for(fresh.connect(), self.settings.connect_timeout)
+                await asyncio.wait_for(fresh.list_tools(), self.settings.timeout)  # in use, it has them at hand
+            except Exception as error:
+                logger.warning("MCP server %s is still down, tried again in %g s: %s", fresh.name, wait, error)
+                with contextlib.suppress(Exception):
+                    await fresh.cleanup()
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, self.settings.retry_every)
+                continue
+            old = self.all()[index][1]
+            self.broken.append(old)
+            self.reopened[index] = fresh
+            self.dropped.discard(old)
+            logger.info("MCP server %s is back, on a new session", fresh.name)
+            return
+
+    def all(self) -> list[tuple[McpServerSpec, MCPServer]]:
+        """Each declared server with the server object requests use for it (its newest session)."""
+        pairs = enumerate(zip(self.specs, self.servers, strict=True))
+        return [(spec, self.reopened.get(index, server)) for index, (spec, server) in pairs]
 
     async def start(self) -> None:
         await self.manager.__aenter__()
+        await self._list_tools()
         self._report()
         self._retrying = asyncio.create_task(self._keep_connected(), name="mcp-retry")
 
     def active(self) -> list[MCPServer]:
         """The servers a request may use now: connected, and not dropped since."""
-        return [server for server in self.manager.active_servers if server not in self.dropped]
+        return [server for _, server in self.serving()]
+
+    def serving(self) -> list[tuple[McpServerSpec, MCPServer]]:
+        connected = set(self.manager.active_servers) | set(self.reopened.values())
+        return [(spec, server) for spec, server in self.all() if server in connected and server not in self.dropped]
+
+    async def _list_tools(self) -> None:
+        """Each server's tool list, fetched (or, cached, read) now: a request never waits on a server to list them,
+        and a server that cannot is dropped here rather than failing the run that asked."""
+        for server in self.active():
+            try:
+                await asyncio.wait_for(server.list_tools(), self.settings.timeout)
+            except Exception as error:
+                logger.warning(
+                    "MCP server %s could not list its tools, reopened in the background: %s", server.name, error
+                )
+                self.drop(server)
 
     async def refresh_tools(self) -> None:
-        """Once MCP_TOOLS_TTL_SECONDS have passed, list each server's tools again, here rather than inside
-        a run: a server that fails to list them is dropped, instead of failing the run that asked."""
+        """Once MCP_TOOLS_TTL_SECONDS have passed, list each server's tools again, here rather than inside a run."""
         if time.monotonic() - self.tools_listed_at <= self.settings.tools_ttl:
             return
         self.tools_listed_at = time.monotonic()
         for server in self.active():
             if isinstance(server, CappedOutputServer):  # every server made here; the SDK's base class has no cache
                 server.invalidate_tools_cache()
-            try:
-                await asyncio.wait_for(server.list_tools(), self.settings.timeout)
-            except Exception as error:  # down since it connected: left out until a retry connects it
-                logger.warning(
-                    "MCP server %s could not list its tools, left out until it reconnects: %s", server.name, error
-                )
-                self.drop(server)
+        await self._list_tools()
 
     async def stop(self) -> None:
-        if self._retrying is not None:
-            self._retrying.cancel()
+        for task in [self._retrying, *self._reopening.values()]:
+            if task is not None:
+                task.cancel()
+        for server in [*self.reopened.values(), *self.broken]:
+            if server not in self.servers:  # the manager closes its own
+                with contextlib.suppress(Exception):
+                    await server.cleanup()
         await self.manager.__aexit__(None, None, None)
 
     async def _keep_connected(self) -> None:
@@ -174,18 +209,11 @@ class McpConnections:
                 logger.warning("MCP servers could not be reconnected: %s", error)
 
     async def retry(self) -> None:
-        """Connect the servers that are down, and the ones a failed call dropped."""
-        if self.dropped:
-            reconnecting = set(self.dropped)
-            try:  # left out until the reconnection is over: a request must not meet a session half torn down
-                await self.manager.reconnect(failed_only=False)
-            finally:
-                self.dropped -= reconnecting
-        elif self.manager.failed_servers:
-            await self.manager.reconnect(failed_only=True)
-        else:
-            return
-        self._report()
+        """Connect the servers that were down at start-up (a broken session is reopened by `drop`)."""
+        if self.manager.failed_servers:
+            await self.manager.reconnect(failed_only=True)  # touches no session a request uses
+            await self._list_tools()
+            self._report()
 
     def _report(self) -> None:
         for server, error in self.manager.errors.items():
@@ -245,7 +273,7 @@ async def servers_for_request() -> AsyncIterator[list[MCPServer]]:
     if _connections is None or token is None:
         yield shared
         return
-    pairs = list(zip(_connections.specs, _connections.servers, strict=True))
+    pairs = _connections.all()
     servers = [server for spec, server in pairs if server in shared and not spec.databricks_auth]
     own: list[MCPServer] = []
     for spec, _ in pairs:
@@ -268,7 +296,7 @@ def active_servers() -> list[MCPServer]:
     if _connections is None:
         return []
     active = _connections.active()
-    if left_out := [server.name for server in _connections.servers if server not in active]:
+    if left_out := [server.name for _, server in _connections.all() if server not in active]:
         span = mlflow.get_current_active_span()
         if span is not None:
             span.set_attribute("mcp.left_out", left_out)
