@@ -213,13 +213,10 @@ def main() -> None:
                 check=True,
             )
             measured.append((label, json.loads(done.stdout.strip().splitlines()[-1])))
-    section = report(measured, args.command)
-    print(section)
-    if args.write:
-        sys.path.insert(0, str(HERE))
-        import serve
+    sys.path.insert(0, str(HERE))
+    import serve
 
-        serve.replace_section(Path(args.write), section, HEADING)
+    serve.publish(report(measured, args.command), args.write, HEADING)
 
 
 if __name__ == "__main__":

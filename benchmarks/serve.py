@@ -711,6 +711,13 @@ def add_app_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--command", default=f"scripts/benchmark {what}", help="how the run was started")
 
 
+def publish(section: str, write: str | None, heading: str) -> None:
+    """Print a benchmark's report, and with `write` (a RESULTS.md), replace its section there."""
+    print(section)
+    if write:
+        replace_section(Path(write), section, heading)
+
+
 def replace_section(path: Path, section: str, heading: str = HEADING) -> None:
     """Replace a benchmark's section of RESULTS.md (its heading up to the next `## `), or append it."""
     text = path.read_text() if path.exists() else "# Benchmark results\n"

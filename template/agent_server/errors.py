@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
@@ -42,7 +43,6 @@ from starlette.responses import JSONResponse
 if TYPE_CHECKING:
     import openai
 
-    from agent_server.request_state import ModelFailure
 
 TYPES = {
     400: "invalid_request_error",
@@ -93,6 +93,15 @@ def error_response(
     status: int, message: str, param: str | None = None, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
     return JSONResponse(error_body(status, message, param), status_code=status, headers=dict(headers or {}))
+
+
+@dataclass
+class ModelFailure:
+    """The model's failure in this request, if any, and the items the agent ran on (to name the client's item)."""
+
+    error: BaseException | None = None
+    model_input: list[Any] | None = None  # the items the agent ran on
+    system_messages: int = 0  # messages the SDK puts before them in chat-completions mode
 
 
 def client_param(param: str | None, sources: list[int | None] | None, failure: ModelFailure) -> str | None:

@@ -17,17 +17,12 @@ import contextvars
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent_server.errors import ModelFailure
+
 if TYPE_CHECKING:
     from agent_server.memory import Turn
 
-
-@dataclass
-class ModelFailure:
-    """The model's failure in this request, if any, and the items the agent ran on (to name the client's item)."""
-
-    error: BaseException | None = None
-    model_input: list[Any] | None = None  # the items the agent ran on
-    system_messages: int = 0  # messages the SDK puts before them in chat-completions mode
+__all__ = ["ModelFailure", "RequestState", "begin", "current", "record_failure", "record_input"]
 
 
 @dataclass
