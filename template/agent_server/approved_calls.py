@@ -7,8 +7,8 @@ comes back: a client's network retry of the same request, or two of them at once
 the same approval again. The approval's id signs the call and the user turns before it (and the conversation,
 when the client names one), so it names one call in one history:
 - in this process, the outputs of the approvals run and those running are kept by that id and the caller's
-  identity, for RETRY_SECONDS (the newest KEPT), and an approval that comes again gets the output, not a second
-  run;
+  identity, for RETRY_SECONDS (the newest KEPT, at most KEPT_CHARS of output), and an approval that comes again
+  gets the output, not a second run;
 - with conversation memory, a stored conversation holds the call's output, and a turn that approves the call
   again gets that output (memory/turns.py), across processes and restarts.
 With memory off and several processes, a retry that reaches another process may run the call again.
@@ -31,9 +31,11 @@ from agent_server.mcp_connections import run_tool
 logger = logging.getLogger(__name__)
 
 KEPT = 10_000
+KEPT_CHARS = 8 * 1024 * 1024  # of outputs, all told: a tool's output may be MCP_MAX_OUTPUT_CHARS long
 RETRY_SECONDS = 600  # a retry comes within seconds; the same history from someone else, much later, runs anew
 _outputs: OrderedDict[tuple[str, str], tuple[float, str]] = OrderedDict()  # (approval, caller) -> (when, output)
 _running: dict[tuple[str, str], asyncio.Future[str]] = {}
+_kept_chars = 0
 
 
 async def run_approved(history: list[dict[str, Any]], servers: list[MCPServer]) -> list[dict[str, Any]]:
@@ -54,7 +56,7 @@ async def run_once(call: dict[str, Any], servers: list[MCPServer]) -> str:
     approval = (call["call_id"], state.turn.owner if state is not None and state.turn is not None else "")
     now = time.monotonic()
     while _outputs and now - next(iter(_outputs.values()))[0] > RETRY_SECONDS:
-        _outputs.popitem(last=False)
+        forget_oldest()
     if approval in _outputs:
         logger.info("approved call %s ran already: its output again, not a second run", approval[0])
         return _outputs[approval][1]
@@ -64,9 +66,7 @@ async def run_once(call: dict[str, Any], servers: list[MCPServer]) -> str:
     _running[approval] = running
     try:
         output = await run_tool(call["name"], call["arguments"], servers)
-        _outputs[approval] = (time.monotonic(), output)
-        while len(_outputs) > KEPT:
-            _outputs.popitem(last=False)
+        remember(approval, output)
         running.set_result(output)
         return output
     except BaseException as error:
@@ -75,3 +75,25 @@ async def run_once(call: dict[str, Any], servers: list[MCPServer]) -> str:
         raise
     finally:
         del _running[approval]
+
+
+def remember(approval: tuple[str, str], output: str) -> None:
+    """Keep what an approved call returned, within KEPT outputs and KEPT_CHARS characters; the oldest go first."""
+    global _kept_chars
+    _outputs[approval] = (time.monotonic(), output)
+    _kept_chars += len(output)
+    while len(_outputs) > KEPT or _kept_chars > KEPT_CHARS:
+        forget_oldest()
+
+
+def forget_oldest() -> None:
+    global _kept_chars
+    _, (_, output) = _outputs.popitem(last=False)
+    _kept_chars -= len(output)
+
+
+def forget_all() -> None:
+    """Forget every output kept (the app's tests start each test from none)."""
+    global _kept_chars
+    _outputs.clear()
+    _kept_chars = 0

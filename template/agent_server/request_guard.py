@@ -118,7 +118,7 @@ def prepared_body(
         body["custom_inputs"] = {**(body.get("custom_inputs") or {}), **turn.custom_outputs()}
     ready = json.dumps(body).encode()
     state = request_state.RequestState(
-        history=[dict(item) for item in body["input"]],
+        history=body["input"],  # serialised already; the handlers take copies of its items
         sources=[history.client_index(r) for r in rendered],
         turn=turn,
         refused_approvals=[index - history.stored for index in refused],

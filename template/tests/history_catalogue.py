@@ -70,6 +70,24 @@ def output(call_id: str = "call_1", text: str = TIME) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": call_id, "output": text}
 
 
+IMAGINED_TOOL_CALL = [
+    {"role": "user", "content": "Use imagined_tool"},
+    {"type": "function_call", "call_id": "call_1", "name": "imagined_tool", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "Tool 'imagined_tool' not found."},
+    {"role": "assistant", "content": "That tool is not there."},
+]
+IMAGE_ONLY_TOOL_OUTPUT = [
+    {"role": "user", "content": "Show me the logo."},
+    {"type": "function_call", "call_id": "call_1", "name": "get_current_time", "arguments": "{}"},
+    {
+        "type": "function_call_output",
+        "call_id": "call_1",
+        "output": [{"type": "input_image", "image_url": PNG, "detail": "auto"}],
+    },
+    {"role": "assistant", "content": "Here it is."},
+]
+
+
 def input_text(text: str) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "input_text", "text": text}]}
 
@@ -727,18 +745,8 @@ SHAPES: list[Shape] = [
             "`tool_not_found_behavior`, `Tool '...' not found.`), and the turn goes on; it used to fail. "
             "Replayed, the call and its error output are a history like any other."
         ),
-        history=[
-            user("Use imagined_tool"),
-            {"type": "function_call", "call_id": "call_1", "name": "imagined_tool", "arguments": "{}"},
-            output(text="Tool 'imagined_tool' not found."),
-            assistant("That tool is not there."),
-        ],
-        render=[
-            user("Use imagined_tool"),
-            {"type": "function_call", "call_id": "call_1", "name": "imagined_tool", "arguments": "{}"},
-            output(text="Tool 'imagined_tool' not found."),
-            assistant("That tool is not there."),
-        ],
+        history=IMAGINED_TOOL_CALL,
+        render=IMAGINED_TOOL_CALL,  # a history like any other
     ),
     Shape(
         name="image-only-tool-output",
@@ -750,26 +758,8 @@ SHAPES: list[Shape] = [
             "the image, and the image follows in a user message, after the call's outputs. The Responses API "
             "takes the image in the output as it is."
         ),
-        history=[
-            user("Show me the logo."),
-            call(),
-            {
-                "type": "function_call_output",
-                "call_id": "call_1",
-                "output": [{"type": "input_image", "image_url": PNG, "detail": "auto"}],
-            },
-            assistant("Here it is."),
-        ],
-        render=[
-            user("Show me the logo."),
-            call(),
-            {
-                "type": "function_call_output",
-                "call_id": "call_1",
-                "output": [{"type": "input_image", "image_url": PNG, "detail": "auto"}],
-            },
-            assistant("Here it is."),
-        ],
+        history=IMAGE_ONLY_TOOL_OUTPUT,
+        render=IMAGE_ONLY_TOOL_OUTPUT,  # the Responses API takes it as it is
         chat_completions=[
             user("Show me the logo."),
             call(),

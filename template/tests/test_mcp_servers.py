@@ -155,7 +155,7 @@ async def _drop(server: Any) -> None:
 def no_approval_ran_yet() -> None:
     """Each test approves calls of its own: the app's record of the approvals it ran (approved_calls.py) starts empty,
     as tests reuse the same conversations."""
-    approved_calls._outputs.clear()
+    approved_calls.forget_all()
 
 
 @pytest.fixture
@@ -276,6 +276,15 @@ def test_a_regenerated_approval_in_a_kept_conversation_runs_the_tool_once(mcp_cl
     chat.history = before
     assert "The tool returned: deleted a.txt" in reply_text(chat.send_items([approve(approval)]))
     assert DELETED == ["a.txt"]
+
+
+def test_the_outputs_kept_of_approved_calls_are_bounded_in_characters(monkeypatch):
+    """What the process keeps of the calls it ran, to answer a retry without a second run, never grows the app."""
+    monkeypatch.setattr(approved_calls, "KEPT_CHARS", 50_000)
+    for number in range(10):
+        approved_calls.remember((f"mcpr_{number}", ""), "x" * 20_000)
+    assert approved_calls._kept_chars <= 50_000 and len(approved_calls._outputs) == 2
+    assert list(approved_calls._outputs) == [("mcpr_8", ""), ("mcpr_9", "")], "the newest are kept"
 
 
 def test_an_approval_moved_into_another_conversation_runs_nothing(mcp_client):
