@@ -1,9 +1,10 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The ASGI app: MLflow's AgentServer behind five small middlewares, and a chat page at /.
+"""The ASGI app: MLflow's AgentServer behind six small middlewares, and a chat page at /.
 
 A request meets, in order: OneErrorShape (every error in one shape, error_responses.py), HealthCheck
 (GET /health says 503 while conversations cannot be stored, health.py), BrowserGuard (no driving the agent
-from other web pages, browser_guard.py), RequestGuard (parse, check, render, request_guard.py),
+from other web pages, browser_guard.py), BackgroundRuns (requests that become runs: runs/requests.py),
+RequestGuard (parse, check, render, request_guard.py),
 UpstreamErrors (the model's failures get the status that says why, error_responses.py), then MLflow's
 server and the handlers (handlers.py).
 """
@@ -30,6 +31,8 @@ from agent_server.error_responses import OneErrorShape, UpstreamErrors
 from agent_server.health import HealthCheck
 from agent_server.memory.api import router as conversations_router
 from agent_server.request_guard import RequestGuard
+from agent_server.runs import BackgroundRuns, close_runs, open_runs
+from agent_server.runs.routes import router as runs_router
 
 # Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/tracing.py).
 tracing.configure()
@@ -39,6 +42,7 @@ app = server.app
 # The last added runs first.
 app.add_middleware(UpstreamErrors)
 app.add_middleware(RequestGuard)
+app.add_middleware(BackgroundRuns)
 app.add_middleware(BrowserGuard)
 app.add_middleware(HealthCheck)
 app.add_middleware(OneErrorShape)
@@ -54,6 +58,8 @@ async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
     opened and closed inside it."""
     async with _serve(served_app) as state:
         await memory.open_memory()
+        if memory.enabled():
+            await open_runs()
         await mcp_connections.open_connections(mcp_servers.declared(agent))
         # What start-up made lives as long as the app: in the permanent generation, full collections no longer
         # walk it (about 280k objects, a pause of 150 ms or more in the middle of some request).
@@ -62,12 +68,15 @@ async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
         try:
             yield state
         finally:
+            if memory.enabled():
+                await close_runs()  # before the MCP servers and the store they run on close
             await mcp_connections.close_connections()
             await memory.close_memory()
 
 
 app.router.lifespan_context = _lifespan
 app.include_router(conversations_router)
+app.include_router(runs_router)
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

@@ -244,6 +244,17 @@ class MemoryVariables:
     pgsslmode: str | None = setting("PGSSLMODE", text, None, "its SSL mode")
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """Background runs and idempotent requests (agent_server/runs/), kept in conversation memory's database."""
+
+    max_age_hours: float = setting("RUNS_MAX_AGE_HOURS", number(), 24.0, "a run and its events are kept this long")
+    max_event_bytes: int = setting("RUNS_MAX_EVENT_BYTES", number(integer=True), 8 * MIB, "one run's stream, stored")
+    shutdown_grace_seconds: float = setting(
+        "RUNS_SHUTDOWN_GRACE_SECONDS", number(allow_zero=True), 20.0, "on SIGTERM: finish, then hand runs over"
+    )
+
+
 class Group(Generic[G]):
     """A group of settings, parsed from the snapshot the first time it is asked for, then kept."""
 
@@ -272,6 +283,7 @@ class Settings:
     mcp = Group(McpSettings)
     logs = Group(LogSettings)
     memory = Group(MemoryVariables)
+    runs = Group(RunSettings)
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)

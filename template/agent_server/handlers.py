@@ -149,10 +149,14 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
             answer.append(item)
             yield stream_event("response.output_item.done", item=item, custom_outputs=extra)
         owners_agent = for_this_request(agent.create_agent(), servers)
-        async for event in _streamed_run(request, history, owners_agent, done=answer):
-            if event.type == "response.output_item.done":
-                event.custom_outputs = extra
-            yield event
+        try:
+            async for event in _streamed_run(request, history, owners_agent, done=answer):
+                if event.type == "response.output_item.done":
+                    event.custom_outputs = extra
+                yield event
+        except errors.model_failures() as error:
+            request_state.record_failure(error)  # a background run's error says the status it stands for
+            raise
     # Stored once the turn is complete, before the stream ends: a stream cut short stores nothing.
     await _stored(turn, answer)
 

@@ -41,6 +41,7 @@ from agent_server.offload import INLINE_BYTES, INLINE_ITEMS, cpu_work
 
 logger = logging.getLogger(__name__)
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
+STATE_KEY = "agent_server.request_state"
 MAX_JSON_DEPTH = 64
 
 
@@ -55,7 +56,7 @@ class RequestGuard(HttpMiddleware):
         headers = Headers(scope=scope)
         try:
             check_user_token(headers)
-            raw = await _read_body(receive)
+            raw = await read_body(receive)
             body, sent = await cpu_work(len(raw) <= INLINE_BYTES, checked_body, raw)
             turn = await memory.start_turn(headers, body, sent)
         except BadRequest as error:
@@ -66,6 +67,7 @@ class RequestGuard(HttpMiddleware):
             small = len(history.each) <= INLINE_ITEMS
             ready, state = await cpu_work(small, prepared_body, body, history, turn)
             request_state.begin(state)
+            scope[STATE_KEY] = state  # for a background run, which runs this request on a task of its own
             await _until_disconnect(self.app, scope, ready, receive, send)
         finally:
             if turn is not None:
@@ -174,7 +176,7 @@ def _check_size(body: Any) -> None:
         raise BadRequest(message, status=413)
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def read_body(receive: Receive) -> bytes:
     limits = config.settings().limits
     loop = asyncio.get_running_loop()
     due = loop.time() + limits.body_timeout_seconds  # for the whole body, however it trickles in

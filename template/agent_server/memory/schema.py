@@ -3,7 +3,9 @@
 
 Two tables: `agent_conversations` (one row per owner and conversation id, with the turn lease)
 and `agent_conversation_items` (the conversation's items in order, as history.render_each
-renders them, in JSON). A third, `agent_memory_schema`, holds the schema version.
+renders them, in JSON). Two more keep background runs (agent_server/runs/): `agent_runs` (one row
+per run: its owner, status, holder and heartbeat) and `agent_run_events` (each run's stream, in order).
+A fifth, `agent_memory_schema`, holds the schema version.
 
 The schema changes only forward: MIGRATIONS[n] takes a database from version n-1 to n, and
 store.py's `open` runs the ones a database has not had, in one transaction, at start-up. A
@@ -17,7 +19,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
 
 metadata = sa.MetaData()
@@ -45,12 +47,46 @@ items = sa.Table(
     sa.Column("item_id", sa.Text),
 )
 
+runs = sa.Table(
+    "agent_runs",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.String(320), nullable=False),
+    sa.Column("conversation_id", sa.String(200), nullable=False),
+    sa.Column("idempotency_key", sa.String(200)),  # the client's name for the request, unique per owner
+    sa.Column("body_hash", sa.String(64), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),  # the request as the run runs it, to resume it after a crash
+    sa.Column("background", sa.Boolean, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("holder", sa.String(64)),  # the process running it (leases.HOLDER); None: free to claim
+    sa.Column("heartbeat_until", sa.Float, nullable=False, index=True),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("events_bytes", sa.Integer, nullable=False),
+    sa.Column("trace_id", sa.String(64)),
+    sa.Column("error", sa.Text),  # {"status": ..., "body": the app's error shape}, in JSON
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False, index=True),
+    sa.UniqueConstraint("owner", "idempotency_key", name="agent_runs_idempotency"),
+)
+run_events = sa.Table(
+    "agent_run_events",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("data", sa.Text, nullable=False),  # the event's JSON, byte for byte as it was streamed
+)
+
 
 def _version_1(connection: sa.Connection) -> None:
     metadata.create_all(connection, tables=[conversations, items])
 
 
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1}
+def _version_2(connection: sa.Connection) -> None:
+    metadata.create_all(connection, tables=[runs, run_events])
+
+
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2}
 
 
 class SchemaTooNew(RuntimeError):

@@ -207,7 +207,8 @@ def _finish_turn(
         connection.execute(items.delete().where(of_this))
         first = 0
     else:
-        first = (connection.scalar(sa.select(sa.func.max(items.c.seq)).where(of_this)) or -1) + 1
+        last = connection.scalar(sa.select(sa.func.max(items.c.seq)).where(of_this))
+        first = 0 if last is None else last + 1  # not `last or -1`: a conversation of one item has its last at 0
     if turn:
         connection.execute(
             items.insert(),

@@ -1,0 +1,237 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Running a run: the request goes through the app as a streaming request of its own, on a task of its own,
+so it is served exactly as `"stream": true` serves it (the request guard, memory, MCP, the handlers) but no
+client's connection holds it. Each event it streams becomes one of the run's (live.py).
+
+A run that a process died in is resumed (recovery.py): the request again, with the items the run had finished
+(its tool calls and their outputs among them) added to its input, so the model goes on from there and no tool
+whose output is stored runs again. A call whose output was not stored is answered as interrupted (the history's
+orphan-call rule); the model may make it again. After MAX_ATTEMPTS starts the run fails, saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Scope
+
+from agent_server import config, llm, memory
+from agent_server.errors import BadRequest, client_param, error_body, status_and_message
+from agent_server.memory import database
+from agent_server.memory.leases import HOLDER
+from agent_server.memory.store import Unavailable
+from agent_server.request_guard import STATE_KEY, checked_body
+from agent_server.runs import events, store
+from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed, stop_flushing
+from agent_server.runs.store import Run
+
+logger = logging.getLogger("agent_server.runs")
+
+MAX_ATTEMPTS = 3
+NOT_PASSED_ON = ("content-length", "idempotency-key")  # an attempt's body is its own; its key is the run's
+RUNNING: dict[str, LiveRun] = {}  # this process's runs, by id
+SERVER_STOPPED = "The server stopped while this run ran"
+
+_app: ASGIApp | None = None  # the app below the runs' middleware, which runs each attempt
+_scope: dict[str, Any] = {}  # what a synthetic request's scope needs of the app's (its app, its state)
+
+
+def serve_with(app: ASGIApp) -> None:
+    global _app
+    _app = app
+
+
+def remember_scope(scope: Scope) -> None:
+    """The app's own scope keys, for the requests of runs resumed when no request is there to copy."""
+    if not _scope:
+        _scope.update({key: scope[key] for key in ("app", "state", "root_path") if key in scope})
+
+
+def start(run: Run, headers: Mapping[str, str], earlier: list[str]) -> LiveRun:
+    """Run `run` on a task of its own, after its `earlier` events (those of the attempts before this one)."""
+    live = LiveRun(run, earlier)
+    RUNNING[run.id] = live
+    live.task = asyncio.get_running_loop().create_task(_attempt(live, dict(headers)), name=f"run {run.id}")
+    return live
+
+
+def attempt_body(run: Run, finished: list[dict[str, Any]]) -> dict[str, Any]:
+    """The request as this attempt sends it: the run's own, streamed, with what earlier attempts finished."""
+    body = dict(run.body)
+    sent = body.get("input")
+    body["input"] = [*([{"role": "user", "content": sent}] if isinstance(sent, str) else sent or []), *finished]
+    body["stream"] = True
+    return body
+
+
+def identity_headers(owner: str) -> dict[str, str]:
+    """Headers that name `owner` to memory (turns.owner_of), for a run resumed with no request of its own."""
+    deployment = config.settings().deployment
+    if deployment.on_databricks_apps:
+        return {"x-forwarded-user": owner}
+    header = memory.settings().user_header
+    return {header: owner} if header else {}
+
+
+async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
+    run = live.run
+    finished = live.output()
+    raw = json.dumps(attempt_body(run, finished)).encode()
+    scope: dict[str, Any] = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+        "path": "/responses", "raw_path": b"/responses", "query_string": b"", "root_path": "",
+        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0), **_scope,
+        "headers": [
+            *[(k.encode(), v.encode()) for k, v in headers.items() if k.lower() not in NOT_PASSED_ON],
+            (b"content-length", str(len(raw)).encode()), (b"x-mlflow-return-trace-id", b"true"),
+        ],
+    }  # fmt: skip
+    refusal: list[Any] = []  # (status, headers) and the body of an answer that is not a stream
+    reader, saw_done = events.SseReader(), False
+    never = asyncio.Event()
+    unread: bytes | None = raw
+
+    async def receive() -> Message:
+        nonlocal unread
+        if unread is not None:
+            body, unread = unread, None
+            return {"type": "http.request", "body": body, "more_body": False}
+        await never.wait()  # the run's client never hangs up: cancelling the task stops the run
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        nonlocal saw_done
+        if message["type"] == "http.response.start":
+            if message["status"] != 200:
+                refusal.extend([message["status"], message.get("headers", []), b""])
+            elif not live.started.done():
+                live.started.set_result(None)
+                run.status = "in_progress"
+                if not finished:
+                    await live.push(events.created(run))
+            return
+        chunk = message.get("body", b"")
+        if refusal:
+            refusal[2] += chunk
+            return
+        for data in reader.feed(chunk):
+            saw_done = await _took(live, scope, data) or saw_done
+
+    try:
+        await _app(scope, receive, send)  # type: ignore[misc]
+        if refusal:
+            status, body = refusal[0], parsed(refusal[2].decode(errors="replace")) or {}
+            if not live.started.done():  # the first attempt: the client gets this answer, and no run is kept
+                live.started.set_result((status, refusal[1], refusal[2]))
+                await _forget(live)
+                return
+            run.error = {"status": status, "body": body if "error" in body else error_body(status, str(body))}
+        elif run.error is None and not saw_done:
+            run.error = {"status": 502, "body": error_body(502, "The run's stream ended before its answer did.")}
+        run.status = "failed" if run.error else "completed"
+    except StreamTooLong as error:
+        run.status, run.error = "failed", {"status": 413, "body": error_body(413, str(error))}
+    except asyncio.CancelledError:
+        if live.handing_over:
+            await _hand_over(live)
+            raise
+        run.status = "cancelled"
+        if live.cancel_requested:
+            await _keep_partial_turn(live, headers)
+    except Exception as error:  # a bug in the app: the run fails, saying so, rather than staying in progress
+        logger.exception("runs: run %s failed", run.id)
+        run.status, run.error = "failed", {"status": 500, "body": error_body(500, f"The run failed: {error}")}
+    await end(live)
+
+
+async def _took(live: LiveRun, scope: Scope, data: str) -> bool:
+    """One event of the attempt's stream; True for the stream's own end (`[DONE]`)."""
+    if data == "[DONE]":
+        return True
+    event = parsed(data)
+    if not isinstance(event, dict):
+        return False
+    if set(event) == {"trace_id"}:  # MLflow's last event, for x-mlflow-return-trace-id
+        live.run.trace_id = str(event["trace_id"])
+        return False
+    if "error" in event and "type" not in event:  # MLflow's event for a failure in the handler
+        status, body = _failure(scope, event["error"])
+        live.run.error = {"status": status, "body": body}
+        await live.push(error_event(status, body))
+        return False
+    await live.push(event)
+    return False
+
+
+def _failure(scope: Scope, message: Any) -> tuple[int, dict[str, Any]]:
+    """The status and body the synchronous path would have answered for the failure the handler recorded."""
+    state = scope.get(STATE_KEY)
+    if state is None or state.model.error is None:
+        return 500, error_body(500, str(message))
+    status, text, param, _headers = status_and_message(state.model.error)
+    return status, error_body(status, text, client_param(param, state.sources, state.model))
+
+
+async def end(live: LiveRun) -> None:
+    """The run's last event, written with its status; those who wait on it are told."""
+    run = live.run
+    try:
+        await live.push(events.terminal(run, live.output()))
+    except StreamTooLong:
+        pass
+    await stop_flushing(live)
+    try:
+        await (await database.store()).run(store.finish(run), write=True)
+    except (Unavailable, BadRequest) as error:  # its heartbeat stops: another process finds it and ends it
+        logger.warning("runs: could not store the end of run %s: %s", run.id, error)
+    live.close()
+    RUNNING.pop(run.id, None)
+
+
+async def fail_stopped(run: Run, earlier: list[str], reason: str) -> None:
+    """A run that cannot be resumed ends as failed, saying the server stopped."""
+    live = LiveRun(run, earlier)
+    run.status, run.error = "failed", {"status": 503, "body": error_body(503, f"{SERVER_STOPPED}; {reason}")}
+    await end(live)
+
+
+async def _forget(live: LiveRun) -> None:
+    RUNNING.pop(live.run.id, None)
+    live.close()
+    with contextlib.suppress(Unavailable, BadRequest):
+        await (await database.store()).run(store.delete(live.run.id), write=True)
+
+
+async def _hand_over(live: LiveRun) -> None:
+    await stop_flushing(live)
+    with contextlib.suppress(Unavailable, BadRequest):
+        await (await database.store()).run(store.hand_over(HOLDER, [live.run.id]), write=True)
+    live.close()
+    RUNNING.pop(live.run.id, None)
+
+
+async def _keep_partial_turn(live: LiveRun, headers: Mapping[str, str]) -> None:
+    """A run the client cancelled keeps its prompt and what it had produced, as a turn of its conversation: a
+    finished tool call with no output is answered as interrupted when the conversation is next rendered (the
+    history's orphan-call rule); a call still running had not reached the stream (its item waits for its output)."""
+    partial = events.partial_items(live.events)
+    raw = json.dumps(attempt_body(live.run, partial)).encode()
+    try:
+        body, sent = checked_body(raw)
+        turn = await memory.start_turn(headers, body, sent)
+        if turn is not None:
+            try:
+                await turn.finish([])
+            finally:
+                await turn.end()
+    except (BadRequest, memory.MemoryFailure) as error:
+        logger.warning("runs: the cancelled run %s's partial turn was not kept: %s", live.run.id, error)
+
+
+def needs_user_token() -> bool:
+    return llm.needs_user_token()

@@ -1,0 +1,147 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""A run this process is running: its numbered events, kept in memory for those who follow it here and written
+to the database in small batches for everyone else (and for the process that resumes it after a crash).
+
+A finished item (and the run's first and last event) is written at once, before the stream goes on: after a
+crash, no tool output the client saw is lost. Text deltas are written at most every FLUSH_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agent_server import config
+from agent_server.errors import ModelFailure
+from agent_server.memory import database
+from agent_server.memory.store import Unavailable
+from agent_server.runs import events, store
+from agent_server.runs.store import Run
+
+logger = logging.getLogger("agent_server.runs")
+
+FLUSH_SECONDS = 0.2
+WRITTEN_AT_ONCE = frozenset({"response.created", "response.output_item.done", *events.TERMINAL_EVENTS.values()})
+POLL_SECONDS = 0.25  # how often a client that follows a run another process runs reads its new events
+
+
+class StreamTooLong(RuntimeError):
+    """The run's events passed RUNS_MAX_EVENT_BYTES: it stops, failed."""
+
+
+class LiveRun:
+    def __init__(self, run: Run, earlier: list[str]) -> None:
+        self.run = run
+        self.events = list(earlier)  # every event of the run, earlier attempts' too: index == sequence_number
+        self.stored = len(earlier)  # how many of them are in the database
+        self.failure = ModelFailure()
+        self.task: asyncio.Task[None] | None = None
+        self.started: asyncio.Future[tuple[int, list[Any], bytes] | None] = asyncio.get_running_loop().create_future()
+        self.ended = asyncio.Event()
+        self.cancel_requested = False  # the client's cancel: the partial turn is kept
+        self.handing_over = False  # the app is stopping: another process resumes the run
+        self._changed = asyncio.Event()
+        self._flush_lock = asyncio.Lock()
+        self._flusher: asyncio.Task[None] | None = None
+        self._status_written = run.status
+
+    async def push(self, event: dict[str, Any]) -> None:
+        data = events.numbered(event, len(self.events))
+        limit = config.settings().runs.max_event_bytes
+        if self.run.events_bytes + len(data) > limit:
+            raise StreamTooLong(f"The run's stream passed RUNS_MAX_EVENT_BYTES={limit} bytes; it was stopped.")
+        self.run.events_bytes += len(data)
+        self.events.append(data)
+        self._wake()
+        if event.get("type") in WRITTEN_AT_ONCE:
+            await self.flush()
+        elif self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_soon())
+
+    def close(self) -> None:
+        """The run ended here (or went to another process): its followers here are told."""
+        self.ended.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def output(self) -> list[dict[str, Any]]:
+        return events.output_items(self.events)
+
+    async def flush(self) -> None:
+        """Write the events not yet written (and the run's status, if it changed)."""
+        async with self._flush_lock:
+            pending, first = self.events[self.stored :], self.stored
+            status = self.run.status if self.run.status != self._status_written else None
+            if not pending and status is None:
+                return
+            try:
+                await (await database.store()).run(store.append(self.run.id, first, pending, status), write=True)
+            except Unavailable as error:  # kept in memory, and written with the next batch
+                logger.warning("runs: could not store %d events of run %s: %s", len(pending), self.run.id, error)
+                return
+            self.stored = first + len(pending)
+            self._status_written = status or self._status_written
+
+    async def _flush_soon(self) -> None:
+        try:
+            await asyncio.sleep(FLUSH_SECONDS)
+            await self.flush()
+        finally:
+            self._flusher = None
+
+    async def follow(self, cursor: int) -> AsyncIterator[bytes]:
+        """Every event after `cursor`, then each as it comes, until the run ends."""
+        while True:
+            changed = self._changed
+            while cursor + 1 < len(self.events):
+                cursor += 1
+                yield events.framed(self.events[cursor])
+            if self.ended.is_set():
+                return
+            await changed.wait()
+
+
+async def follow_stored(run_id: str, owner: str, cursor: int, running: dict[str, LiveRun]) -> AsyncIterator[bytes]:
+    """A run that another process runs (or ran): its events from the database, polled until it ends."""
+    while True:
+        live = running.get(run_id)
+        if live is not None:  # claimed by this process meanwhile
+            async for framed in live.follow(cursor):
+                yield framed
+            return
+        current = await (await database.store()).run(store.get(owner, run_id))
+        found = await (await database.store()).run(store.events_after(run_id, cursor))
+        for seq, data in found:
+            cursor = seq
+            yield events.framed(data)
+        if current is None or (current.status in store.FINAL and not found):
+            return
+        if not found:
+            await asyncio.sleep(POLL_SECONDS)
+
+
+def error_event(status: int, body: dict[str, Any]) -> dict[str, Any]:
+    """The stream's error event: the app's one error shape, and the status the synchronous path answers."""
+    return {"type": "error", "status": status, "error": body["error"]}
+
+
+async def stop_flushing(live: LiveRun) -> None:
+    if live._flusher is not None:
+        live._flusher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await live._flusher
+    await live.flush()
+
+
+def parsed(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None

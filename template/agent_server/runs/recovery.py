@@ -1,0 +1,141 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""No run is left in progress when its process dies, and none is lost when the app stops.
+
+- Every HEARTBEAT_SECONDS (5 s) a process marks its runs as its own for HOLD_SECONDS (15 s) more, and picks up
+  its clients' cancels (made through another process).
+- In the same beat it claims runs whose holder stopped beating, on any instance that shares the database: a
+  run whose process died is claimed within HOLD_SECONDS + HEARTBEAT_SECONDS (20 s) of its last beat, and at once
+  by a process that starts on the same instance (its holder's process no longer runs, as for turn leases).
+- A claimed run is resumed from its finished items (execute.py), up to MAX_ATTEMPTS starts; or fails, saying
+  that the server stopped, when it calls the model as the user (LLM_ON_BEHALF_OF_USER), whose token is gone.
+- On SIGTERM the app lets its runs finish for RUNS_SHUTDOWN_GRACE_SECONDS (half while uvicorn drains the
+  connections, half after), then hands the rest over: another process (or this app's next start) resumes them.
+- Runs ended (or abandoned) more than RUNS_MAX_AGE_HOURS ago are deleted with their events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import sqlalchemy as sa
+
+from agent_server import config
+from agent_server.errors import BadRequest
+from agent_server.memory import database, leases
+from agent_server.memory.store import Unavailable
+from agent_server.runs import execute, store
+from agent_server.runs.store import Run
+
+logger = logging.getLogger("agent_server.runs")
+
+T = TypeVar("T")
+HEARTBEAT_SECONDS = 5.0
+HOLD_SECONDS = 3 * HEARTBEAT_SECONDS
+PRUNE_EVERY_SECONDS = 3600.0
+
+_beating: asyncio.Task[None] | None = None
+
+
+async def open_runs() -> None:
+    """At start-up (with memory on): resume what this instance's dead processes left, then keep beating."""
+    global _beating
+    await _prune()
+    mine: list[Run] = await _safely(store.held_by_instance(leases.INSTANCE), [])
+    await _claim([run for run in mine if leases.is_dead_predecessor(f"{run.holder}/")])
+    _beating = asyncio.get_running_loop().create_task(_keep_beating(), name="runs-heartbeat")
+
+
+async def close_runs() -> None:
+    """At shutdown: the runs still going get the rest of the grace period, then go to another process."""
+    global _beating
+    if _beating is not None:
+        _beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await _beating
+        _beating = None
+    live = list(execute.RUNNING.values())
+    if not live:
+        return
+    grace = config.settings().runs.shutdown_grace_seconds / 2
+    await asyncio.wait([asyncio.ensure_future(run.ended.wait()) for run in live], timeout=grace or None)
+    for run in execute.RUNNING.values():
+        run.handing_over = True
+        if run.task is not None:
+            run.task.cancel()
+    for run in live:
+        if run.task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await run.task
+    if live:
+        logger.info("runs: %d runs finished or handed over at shutdown", len(live))
+
+
+async def _keep_beating() -> None:
+    last_prune = time.time()
+    while True:
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+        await beat()
+        if time.time() - last_prune > PRUNE_EVERY_SECONDS:
+            last_prune = time.time()
+            await _prune()
+
+
+async def beat() -> None:
+    """One heartbeat: this process's runs kept, their cancels picked up, orphans claimed."""
+    now = time.time()
+    if execute.RUNNING:
+        beating = store.heartbeat(leases.HOLDER, list(execute.RUNNING), now + HOLD_SECONDS)
+        cancelled: list[str] = await _safely(beating, [])
+        for run_id in cancelled:
+            live = execute.RUNNING.get(run_id)
+            if live is not None and live.task is not None and not live.cancel_requested:
+                live.cancel_requested = True
+                live.task.cancel()
+    await _claim(await _safely(store.orphans(now), []))
+
+
+async def _claim(orphans: list[Run]) -> None:
+    for run in orphans:
+        if run.id in execute.RUNNING:
+            continue
+        if not await _safely(store.claim(run, leases.HOLDER, time.time() + HOLD_SECONDS), False):
+            continue  # another process took it first
+        earlier = [data for _seq, data in await _all_events(run.id)]
+        run.attempts += 1
+        if run.attempts > execute.MAX_ATTEMPTS:
+            await execute.fail_stopped(run, earlier, f"it was started {execute.MAX_ATTEMPTS} times.")
+        elif execute.needs_user_token():
+            await execute.fail_stopped(run, earlier, "it calls the model as the user, whose token is gone.")
+        else:
+            logger.info("runs: resuming run %s (start %d) after %d events", run.id, run.attempts, len(earlier))
+            run.status = "in_progress"
+            execute.start(run, execute.identity_headers(run.owner), earlier)
+
+
+async def _all_events(run_id: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    none: list[tuple[int, str]] = []
+    while batch := await _safely(store.events_after(run_id, found[-1][0] if found else -1), none):
+        found.extend(batch)
+    return found
+
+
+async def _prune() -> None:
+    hours = config.settings().runs.max_age_hours
+    gone = await _safely(store.delete_older_than(time.time() - hours * 3600), 0)
+    if gone:
+        logger.info("runs: deleted %d runs older than %g hours", gone, hours)
+
+
+async def _safely(transaction: Callable[[sa.Connection], T], fallback: T) -> T:
+    """One transaction; with the database down, `fallback` (the next beat tries again)."""
+    try:
+        return await (await database.store()).run(transaction, write=True)
+    except (Unavailable, BadRequest) as error:
+        logger.warning("runs: %s", error)
+        return fallback

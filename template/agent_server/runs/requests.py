@@ -1,0 +1,196 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""BackgroundRuns: the requests that become runs, before the request guard sees them.
+
+A POST to /invocations or /responses becomes a run (execute.py) when its body says `"background": true`, or
+when it carries an `Idempotency-Key` header and conversation memory is on. Then:
+
+| the request | the answer |
+|---|---|
+| `"background": true` | at once: the response object, `"status": "in_progress"`; the run goes on |
+| `"background": true, "stream": true` | the run's stream (events.py); if the client goes, the run goes on |
+| an `Idempotency-Key`, not background | as without the key (a stream, or the answer when it is done), from the run |
+
+The same key again (same owner, same request) is the same run: its answer, or its stream from the start,
+whether it is running or done; no model or tool runs again. The key with another request is a 409. A request the
+app refuses (a bad body, a busy conversation) is answered at once as it would be without a run, and no run is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agent_server import memory
+from agent_server.asgi import HttpMiddleware
+from agent_server.errors import BadRequest, error_response
+from agent_server.memory import database
+from agent_server.memory.leases import HOLDER
+from agent_server.memory.store import Unavailable
+from agent_server.request_guard import GUARDED_PATHS, read_body
+from agent_server.runs import events, execute, store
+from agent_server.runs.live import LiveRun, follow_stored
+from agent_server.runs.recovery import HOLD_SECONDS
+from agent_server.runs.store import FINAL, Run
+
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII, no spaces: what a client's request id is
+RUN_FIELDS = ("background", "stream")  # how the client wants the answer, not what the run runs
+
+
+class BackgroundRuns(HttpMiddleware):
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(app)
+        execute.serve_with(app)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST" or scope["path"] not in GUARDED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        key = headers.get("idempotency-key")
+        try:
+            raw = await read_body(receive)
+            body = _run_request(raw, key)
+            if body is None:  # not a run: the request as it came
+                await self.app(scope, _replaying(raw, receive), send)
+                return
+            execute.remember_scope(scope)
+            answer = await _run(headers, body, key)
+        except BadRequest as error:
+            answer = error_response(error.status, str(error), error.param)
+        except Unavailable as error:
+            answer = error_response(503, f"Conversation memory is unavailable: {error}. Nothing was run; try again.")
+        await answer(scope, _replaying(b"", receive), send)
+
+
+def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
+    """The body of a request that becomes a run; None for any other (the request guard checks those)."""
+    if key is None and b'"background"' not in raw:
+        return None
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None  # the request guard says what is wrong with it
+    if not isinstance(body, dict):
+        return None
+    background = body.get("background", False)
+    if not isinstance(background, bool):
+        raise BadRequest("'background' must be true or false.", param="background")
+    if not memory.enabled():
+        if background:
+            raise BadRequest(
+                "'background' runs are kept in conversation memory's database, and this app keeps none "
+                "(MEMORY_BACKEND=none): send the request without it, or turn memory on.",
+                param="background",
+            )
+        return None  # an idempotency key needs a store to be kept in: with memory off, the request runs as usual
+    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+        raise BadRequest("The Idempotency-Key header must be 1 to 200 printable ASCII characters, without spaces.")
+    return body if background or key is not None else None
+
+
+async def _run(headers: Headers, body: dict[str, Any], key: str | None) -> Response:
+    owner = memory.owner_of(headers)
+    conversation_id = memory.conversation_id_of(body)
+    answer_as = {field: body.pop(field, False) for field in RUN_FIELDS}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    if conversation_id is None:  # the run names the conversation memory makes for it, to resume it there
+        conversation_id = str(uuid.uuid4())
+        body["context"] = {**(body.get("context") or {}), "conversation_id": conversation_id}
+    now = time.time()
+    new = Run(
+        f"resp_{uuid.uuid4().hex}", owner, conversation_id, key, digest, body, bool(answer_as["background"]),
+        holder=HOLDER, heartbeat_until=now + HOLD_SECONDS, created_at=now,
+    )  # fmt: skip
+    found = await (await database.store()).run(store.create(new), write=True)
+    if found.id != new.id:  # the key's run
+        if found.body_hash != digest:
+            message = f"The Idempotency-Key {key!r} was used for another request; use a new key for this one."
+            return error_response(409, message)
+        return await _answer(found, answer_as)
+    live = execute.start(new, dict(headers.items()), [])
+    refused = await live.started
+    if refused is not None:  # refused before it ran: answered as the request would be without a run
+        status, raw_headers, content = refused
+        kept = [(n, v) for n, v in raw_headers if n.lower() != b"content-length"]
+        answer = Response(content, status_code=status)
+        answer.raw_headers = [*kept, (b"content-length", str(len(content)).encode())]
+        return answer
+    return await _answer(new, answer_as, live)
+
+
+async def _answer(run: Run, answer_as: dict[str, Any], live: LiveRun | None = None) -> Response:
+    live = live or execute.RUNNING.get(run.id)
+    if answer_as["stream"]:
+        return event_stream(follow(run, -1))
+    if answer_as["background"]:
+        current = live.run if live is not None else run
+        return JSONResponse(events.response_object(current, live.output() if live else None))
+    return await finished_answer(run)
+
+
+async def finished_answer(run: Run) -> Response:
+    """A keyed synchronous request's answer: the run's, once it ends (the app's error shape if it failed)."""
+    live = execute.RUNNING.get(run.id)
+    if live is not None:
+        await live.ended.wait()
+        run, output = live.run, live.output()
+    else:
+        while (found := await _read(run)) is not None and found.status not in FINAL:
+            await asyncio.sleep(0.25)
+        run, output = found or run, await stored_output(run.id)
+    if run.error is not None:
+        return JSONResponse(run.error["body"], status_code=run.error["status"])
+    return JSONResponse(events.response_object(run, output))
+
+
+async def stored_output(run_id: str) -> list[dict[str, Any]]:
+    found: list[str] = []
+    cursor = -1
+    while batch := await (await database.store()).run(store.events_after(run_id, cursor)):
+        found.extend(data for _seq, data in batch)
+        cursor = batch[-1][0]
+    return events.output_items(found)
+
+
+def follow(run: Run, cursor: int) -> AsyncIterator[bytes]:
+    return _then_done(run, cursor)
+
+
+async def _then_done(run: Run, cursor: int) -> AsyncIterator[bytes]:
+    live = execute.RUNNING.get(run.id)
+    source = live.follow(cursor) if live is not None else follow_stored(run.id, run.owner, cursor, execute.RUNNING)
+    async for framed in source:
+        yield framed
+    yield events.DONE
+
+
+def event_stream(source: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(source, media_type="text/event-stream", headers={"cache-control": "no-store"})
+
+
+async def _read(run: Run) -> Run | None:
+    return await (await database.store()).run(store.get(run.owner, run.id))
+
+
+def _replaying(raw: bytes, receive: Receive) -> Receive:
+    """The request's body once more, then the client's own messages (its hang-up)."""
+    unread: bytes | None = raw
+
+    async def replay() -> Message:
+        nonlocal unread
+        if unread is not None:
+            body, unread = unread, None
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

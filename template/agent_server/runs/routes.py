@@ -1,0 +1,115 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""A run, read, followed and cancelled, by its owner only (another identity's run is a 404, as an unknown id is):
+
+    GET  /responses/{id}                                  the response object: status, output, error, trace id
+    GET  /responses/{id}?stream=true&starting_after=N     the run's events after N, then live until it ends
+    POST /responses/{id}/cancel                           stop it; what it had produced is kept as a turn
+
+A failed run's GET answers with the status the synchronous request would have had, in the app's error shape
+(with the response's `id` and `status` beside `error`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from agent_server.errors import BadRequest, error_response, quoted
+from agent_server.memory import database, enabled, owner_of
+from agent_server.memory.store import Unavailable
+from agent_server.runs import events, execute, store
+from agent_server.runs.requests import event_stream, follow, stored_output
+from agent_server.runs.store import FINAL, Run
+
+router = APIRouter(prefix="/responses", include_in_schema=False)
+CANCEL_WAIT_SECONDS = 10.0
+
+
+@router.get("/{run_id}")
+async def read_run(run_id: str, request: Request) -> Response:
+    try:
+        run = await _owned(run_id, request)
+        query = request.query_params
+        stream = query.get("stream", "false").lower()
+        if stream not in ("true", "false"):
+            raise BadRequest("'stream' must be true or false.", param="stream")
+        if stream == "true":
+            return event_stream(follow(run, _cursor(query.get("starting_after"))))
+        if "starting_after" in query:
+            raise BadRequest("'starting_after' is a cursor in the run's stream: use it with stream=true.")
+        return await _described(run)
+    except BadRequest as error:
+        return error_response(error.status, str(error), error.param)
+    except Unavailable as error:
+        return error_response(503, f"Conversation memory is unavailable: {error}. Try again.")
+
+
+@router.post("/{run_id}/cancel")
+async def cancel_run(run_id: str, request: Request) -> Response:
+    try:
+        run = await _owned(run_id, request)
+        if run.status not in FINAL:
+            live = execute.RUNNING.get(run.id)
+            if live is not None and live.task is not None:
+                live.cancel_requested = True
+                live.task.cancel()
+            else:  # another process runs it: its next heartbeat stops it
+                await (await database.store()).run(store.request_cancel(run.owner, run.id), write=True)
+            await _until_ended(run)
+        return await _described(await _owned(run_id, request))
+    except BadRequest as error:
+        return error_response(error.status, str(error), error.param)
+    except Unavailable as error:
+        return error_response(503, f"Conversation memory is unavailable: {error}. Try again.")
+
+
+async def _owned(run_id: str, request: Request) -> Run:
+    if not enabled():
+        raise BadRequest("This app keeps no runs (MEMORY_BACKEND=none).", status=404)
+    live = execute.RUNNING.get(run_id)
+    owner = owner_of(request.headers)
+    if live is not None and live.run.owner == owner:
+        return live.run
+    found = await (await database.store()).run(store.get(owner, run_id))
+    if found is None:
+        raise BadRequest(f"You have no response {quoted(run_id)}.", status=404)
+    return found
+
+
+async def _described(run: Run) -> Response:
+    live = execute.RUNNING.get(run.id)
+    output = live.output() if live is not None else await stored_output(run.id)
+    described = events.response_object(run, output)
+    if run.error is not None:
+        return JSONResponse({**run.error["body"], **described}, status_code=run.error["status"])
+    return JSONResponse(described)
+
+
+async def _until_ended(run: Run) -> None:
+    live = execute.RUNNING.get(run.id)
+    if live is not None:
+        with contextlib.suppress(TimeoutError):  # answered with the status it has by then
+            await asyncio.wait_for(live.ended.wait(), CANCEL_WAIT_SECONDS)
+        return
+    loop = asyncio.get_running_loop()
+    due = loop.time() + CANCEL_WAIT_SECONDS
+    while loop.time() < due:
+        found = await (await database.store()).run(store.get(run.owner, run.id))
+        if found is None or found.status in FINAL:
+            return
+        await asyncio.sleep(0.25)
+
+
+def _cursor(raw: str | None) -> int:
+    if raw is None:
+        return -1
+    try:
+        cursor = int(raw)
+    except ValueError:
+        cursor = -2
+    if cursor < -1:
+        raise BadRequest("'starting_after' must be a sequence number: an integer, -1 or more.", "starting_after")
+    return cursor

@@ -1,0 +1,230 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Background runs in conversation memory's database: each function here is one transaction (memory/store.py's
+`Store.run`), on SQLite and on PostgreSQL alike. The tables are in memory/schema.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from agent_server.memory.schema import conversations, run_events, runs
+
+ACTIVE = ("queued", "in_progress")
+FINAL = ("completed", "failed", "cancelled", "incomplete")
+
+
+@dataclass
+class Run:
+    id: str
+    owner: str
+    conversation_id: str
+    idempotency_key: str | None
+    body_hash: str
+    body: dict[str, Any]
+    background: bool
+    status: str = "queued"
+    holder: str | None = None
+    heartbeat_until: float = 0.0
+    cancel_requested: bool = False
+    attempts: int = 1
+    events_bytes: int = 0
+    trace_id: str | None = None
+    error: dict[str, Any] | None = None  # {"status": the HTTP status, "body": the app's error shape}
+    created_at: float = 0.0
+
+    def row(self) -> dict[str, Any]:
+        values = dict(vars(self))
+        values["body"] = json.dumps(self.body)
+        values["error"] = json.dumps(self.error) if self.error is not None else None
+        return {**values, "updated_at": time.time()}
+
+
+def _run_of(row: Any) -> Run:
+    values = dict(row._mapping)
+    values.pop("updated_at", None)
+    values["body"] = json.loads(values["body"])
+    values["error"] = json.loads(values["error"]) if values["error"] else None
+    return Run(**values)
+
+
+def create(run: Run) -> Callable[[sa.Connection], Run]:
+    """Insert `run`; with an idempotency key another request took already, the run that request made."""
+
+    def transaction(connection: sa.Connection) -> Run:
+        try:
+            with connection.begin_nested():  # two requests with one key at once: the second reads the first's
+                connection.execute(runs.insert().values(run.row()))
+            return run
+        except sa.exc.IntegrityError:
+            if run.idempotency_key is None:
+                raise
+        found = connection.execute(
+            sa.select(runs).where(runs.c.owner == run.owner, runs.c.idempotency_key == run.idempotency_key)
+        ).one()
+        return _run_of(found)
+
+    return transaction
+
+
+def get(owner: str, run_id: str) -> Callable[[sa.Connection], Run | None]:
+    def transaction(connection: sa.Connection) -> Run | None:
+        found = connection.execute(sa.select(runs).where(runs.c.id == run_id, runs.c.owner == owner)).first()
+        return None if found is None else _run_of(found)
+
+    return transaction
+
+
+def delete(run_id: str) -> Callable[[sa.Connection], None]:
+    """A run the app refused before it began (a 4xx): nothing of it is kept."""
+
+    def transaction(connection: sa.Connection) -> None:
+        connection.execute(run_events.delete().where(run_events.c.run_id == run_id))
+        connection.execute(runs.delete().where(runs.c.id == run_id))
+
+    return transaction
+
+
+def append(run_id: str, first: int, events: Sequence[str], status: str | None) -> Callable[[sa.Connection], None]:
+    """Store events `first`, `first` + 1, ... of a run (and its status, when it changed)."""
+
+    def transaction(connection: sa.Connection) -> None:
+        if events:
+            rows = [{"run_id": run_id, "seq": first + n, "data": data} for n, data in enumerate(events)]
+            connection.execute(run_events.insert(), rows)
+        values: dict[str, Any] = {
+            "updated_at": time.time(),
+            "events_bytes": runs.c.events_bytes + sum(len(data) for data in events),
+        }
+        if status is not None:
+            values["status"] = status
+        connection.execute(runs.update().where(runs.c.id == run_id).values(**values))
+
+    return transaction
+
+
+def finish(run: Run) -> Callable[[sa.Connection], None]:
+    """The run's end: its final status, error and trace id; it is no longer anyone's to run."""
+
+    def transaction(connection: sa.Connection) -> None:
+        connection.execute(
+            runs.update()
+            .where(runs.c.id == run.id)
+            .values(
+                status=run.status,
+                error=json.dumps(run.error) if run.error is not None else None,
+                trace_id=run.trace_id,
+                holder=None,
+                updated_at=time.time(),
+            )
+        )
+
+    return transaction
+
+
+def events_after(run_id: str, cursor: int, limit: int = 500) -> Callable[[sa.Connection], list[tuple[int, str]]]:
+    def transaction(connection: sa.Connection) -> list[tuple[int, str]]:
+        query = (
+            sa.select(run_events.c.seq, run_events.c.data)
+            .where(run_events.c.run_id == run_id, run_events.c.seq > cursor)
+            .order_by(run_events.c.seq)
+            .limit(limit)
+        )
+        return [(seq, data) for seq, data in connection.execute(query)]
+
+    return transaction
+
+
+def heartbeat(holder: str, run_ids: Sequence[str], until: float) -> Callable[[sa.Connection], list[str]]:
+    """Keep this process's runs its own for a while longer; returns those a client asked to cancel meanwhile."""
+
+    def transaction(connection: sa.Connection) -> list[str]:
+        mine = sa.and_(runs.c.id.in_(run_ids), runs.c.holder == holder)
+        connection.execute(runs.update().where(mine).values(heartbeat_until=until))
+        return list(connection.scalars(sa.select(runs.c.id).where(mine, runs.c.cancel_requested.is_(True))))
+
+    return transaction
+
+
+def orphans(now: float, limit: int = 20) -> Callable[[sa.Connection], list[Run]]:
+    """Runs not ended whose holder stopped beating (or handed them over): each is for some process to claim."""
+
+    def transaction(connection: sa.Connection) -> list[Run]:
+        query = sa.select(runs).where(runs.c.status.in_(ACTIVE), runs.c.heartbeat_until < now).limit(limit)
+        return [_run_of(row) for row in connection.execute(query)]
+
+    return transaction
+
+
+def held_by_instance(instance: str) -> Callable[[sa.Connection], list[Run]]:
+    def transaction(connection: sa.Connection) -> list[Run]:
+        query = sa.select(runs).where(runs.c.status.in_(ACTIVE), runs.c.holder.like(f"{instance}:%"))
+        return [_run_of(row) for row in connection.execute(query)]
+
+    return transaction
+
+
+def claim(run: Run, holder: str, until: float) -> Callable[[sa.Connection], bool]:
+    """Take an orphaned run, if no other process took it first; its dead holder's hold on the conversation goes."""
+
+    def transaction(connection: sa.Connection) -> bool:
+        taken = connection.execute(
+            runs.update()
+            .where(runs.c.id == run.id, runs.c.status.in_(ACTIVE), _same_holder(run.holder))
+            .where(runs.c.heartbeat_until == run.heartbeat_until)
+            .values(holder=holder, heartbeat_until=until, attempts=runs.c.attempts + 1, updated_at=time.time())
+        )
+        if taken.rowcount == 0:
+            return False
+        if run.holder is not None:
+            connection.execute(
+                conversations.update()
+                .where(conversations.c.owner == run.owner, conversations.c.id == run.conversation_id)
+                .where(conversations.c.lease.like(f"{run.holder}/%"))
+                .values(lease=None, lease_until=None)
+            )
+        return True
+
+    return transaction
+
+
+def hand_over(holder: str, run_ids: Sequence[str]) -> Callable[[sa.Connection], None]:
+    """At shutdown: runs this process will not finish are free for another to claim at once."""
+
+    def transaction(connection: sa.Connection) -> None:
+        connection.execute(
+            runs.update().where(runs.c.id.in_(run_ids), runs.c.holder == holder).values(heartbeat_until=0.0)
+        )
+
+    return transaction
+
+
+def request_cancel(owner: str, run_id: str) -> Callable[[sa.Connection], None]:
+    def transaction(connection: sa.Connection) -> None:
+        connection.execute(
+            runs.update().where(runs.c.id == run_id, runs.c.owner == owner).values(cancel_requested=True)
+        )
+
+    return transaction
+
+
+def delete_older_than(cutoff: float) -> Callable[[sa.Connection], int]:
+    """Runs ended (or abandoned) before `cutoff`, and their events."""
+
+    def transaction(connection: sa.Connection) -> int:
+        old = list(connection.scalars(sa.select(runs.c.id).where(runs.c.updated_at < cutoff)))
+        for start in range(0, len(old), 500):
+            some = old[start : start + 500]
+            connection.execute(run_events.delete().where(run_events.c.run_id.in_(some)))
+            connection.execute(runs.delete().where(runs.c.id.in_(some)))
+        return len(old)
+
+    return transaction
+
+
+def _same_holder(holder: str | None) -> sa.ColumnElement[bool]:
+    return runs.c.holder.is_(None) if holder is None else runs.c.holder == holder

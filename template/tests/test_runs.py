@@ -1,0 +1,253 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""Background runs, resumable streams and idempotent requests (agent_server/runs/), through the real app, the
+real SDK and the offline model; on SQLite, and on PostgreSQL too when MEMORY_TEST_POSTGRES_URL names one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents import Agent, function_tool
+from fastapi.testclient import TestClient
+from support import reply_text, sse_events
+from test_memory import ADA, BOB, backend  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
+
+from agent_server import llm
+from agent_server.memory import database, leases
+from agent_server.runs import recovery, store
+from agent_server.runs.store import Run
+
+ASK = {"input": [{"role": "user", "content": "Hello there"}]}
+
+
+class SlowTool:
+    """An agent whose one tool `hold` runs until the test lets it go; its calls are counted at the tool."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = threading.Event()
+
+        @function_tool(name_override="hold")
+        async def hold() -> str:
+            """Waits for the test."""
+            self.calls += 1
+            while not self.release.is_set():
+                await asyncio.sleep(0.02)
+            return "released"
+
+        self.agent = Agent(name="slow", instructions="x", model=llm.model(), tools=[hold])
+
+
+@pytest.fixture
+def slow(monkeypatch) -> Iterator[SlowTool]:
+    tool = SlowTool()
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: tool.agent)
+    yield tool
+    tool.release.set()
+
+
+@pytest.fixture
+def client(backend: str, api_mode: str, model_log) -> Iterator[TestClient]:  # noqa: F811
+    from agent_server.app import app
+
+    with TestClient(app, headers={"x-test-user": ADA}) as test_client:
+        yield test_client
+
+
+def until(check, what: str, seconds: float = 20) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+    return found
+
+
+def ended(client: TestClient, run_id: str) -> dict[str, Any]:
+    return until(lambda: (r := client.get(f"/responses/{run_id}").json())["status"] not in ("queued", "in_progress")
+                 and r, "the run to end")  # fmt: skip
+
+
+def test_background_answers_at_once_and_the_run_gives_the_synchronous_output(client, slow, model_log):
+    started = time.monotonic()
+    answer = client.post("/responses", json={"input": [{"role": "user", "content": "Please hold"}], "background": True})
+    assert answer.status_code == 200 and time.monotonic() - started < 1, "the tool is still running"
+    run = answer.json()
+    assert run["id"].startswith("resp_") and run["object"] == "response" and run["status"] in ("queued", "in_progress")
+    assert run["custom_outputs"]["session_id"]
+    slow.release.set()
+    done = ended(client, run["id"])
+    assert done["status"] == "completed" and done["error"] is None
+    assert [item["type"] for item in done["output"]] == ["function_call", "function_call_output", "message"]
+    assert "The tool returned: released" in reply_text(done["output"])
+    assert done["metadata"]["trace_id"].startswith("tr-")
+    synchronous = client.post("/invocations", json={"input": [{"role": "user", "content": "Please hold"}]}).json()
+    assert [i["type"] for i in synchronous["output"]] == [i["type"] for i in done["output"]]
+    assert reply_text(synchronous["output"]) == reply_text(done["output"])
+    assert slow.calls == 2 and len(model_log) == 4, "each run called the model twice and the tool once"
+    kept = client.get(f"/conversations/{run['custom_outputs']['session_id']}").json()["items"]
+    assert len(kept) == 4, "the background turn is stored as a synchronous one is"
+
+
+def test_a_background_stream_is_numbered_and_replays_byte_for_byte_from_any_cursor(client):
+    with client.stream("POST", "/invocations", json={**ASK, "background": True, "stream": True}) as response:
+        live = response.read().decode()
+    events = sse_events(live)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
+    assert live.endswith("data: [DONE]\n\n")
+    run_id = events[0]["response"]["id"]
+    assert events[-1]["response"]["output"] == [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    blocks = live.split("\n\n")
+    for cursor in (-1, 0, 2, len(events) - 1):
+        replay = client.get(f"/responses/{run_id}", params={"stream": "true", "starting_after": cursor}).text
+        assert replay == "\n\n".join(blocks[cursor + 1 :]), f"after {cursor}: the same bytes"
+
+
+def test_a_client_that_goes_away_leaves_the_run_running(client, slow):
+    body = {"input": [{"role": "user", "content": "Please hold"}], "background": True, "stream": True}
+    with client.stream("POST", "/responses", json=body) as response:
+        first = next(response.iter_lines())
+    run_id = json.loads(first.removeprefix("data: "))["response"]["id"]
+    slow.release.set()
+    assert ended(client, run_id)["status"] == "completed"
+
+
+def test_every_route_of_a_run_is_its_owners_alone(client):
+    run_id = client.post("/responses", json={**ASK, "background": True}).json()["id"]
+    ended(client, run_id)
+    bob = {"x-test-user": BOB}
+    for method, path, params in [
+        ("GET", f"/responses/{run_id}", {}),
+        ("GET", f"/responses/{run_id}", {"stream": "true", "starting_after": "0"}),
+        ("POST", f"/responses/{run_id}/cancel", {}),
+    ]:
+        body = {} if method == "POST" else None
+        answer = client.request(method, path, params=params, headers=bob, json=body)
+        assert answer.status_code == 404 and "You have no response" in answer.json()["error"]["message"]
+        unknown = client.request(method, path.replace(run_id, "resp_unknown"), params=params, json=body)
+        assert unknown.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"stream": "true", "starting_after": "x"}, {"stream": "true", "starting_after": "-2"}, {"starting_after": "3"},
+     {"stream": "maybe"}],
+)  # fmt: skip
+def test_a_bad_cursor_is_a_400_that_says_why(client, params):
+    run_id = client.post("/responses", json={**ASK, "background": True}).json()["id"]
+    answer = client.get(f"/responses/{run_id}", params=params)
+    assert answer.status_code == 400, answer.text
+    assert "starting_after" in answer.json()["error"]["message"] or "stream" in answer.json()["error"]["message"]
+
+
+def test_background_with_memory_off_is_a_400_that_says_why(app_settings, api_mode):
+    app_settings.setenv("MEMORY_BACKEND", "none")
+    from agent_server.app import app
+
+    with TestClient(app) as client:
+        answer = client.post("/invocations", json={**ASK, "background": True})
+        assert answer.status_code == 400 and "MEMORY_BACKEND=none" in answer.json()["error"]["message"]
+        assert client.post("/invocations", json={**ASK, "background": "yes"}).status_code == 400
+        assert client.get("/responses/resp_x").status_code == 404
+
+
+def test_a_background_turn_holds_its_conversation(client, slow):
+    body = {"input": [{"role": "user", "content": "Please hold"}], "background": True}
+    run = client.post("/responses", json=body).json()
+    conversation = {"conversation_id": run["custom_outputs"]["session_id"]}
+    named = {"input": [{"role": "user", "content": "And?"}], "context": conversation}
+    second = client.post("/responses", json=named)
+    assert second.status_code == 409, "a second turn of the conversation waits for the background one"
+    refused = client.post("/responses", json={**named, "background": True})
+    assert refused.status_code == 409, "refused at once, and no run kept"
+    slow.release.set()
+    ended(client, run["id"])
+    assert client.post("/responses", json=named).status_code == 200
+
+
+def test_a_refused_request_is_answered_as_without_a_run(client):
+    answer = client.post("/responses", json={"input": [], "background": True})
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == "input"
+
+
+def test_the_same_idempotency_key_is_the_same_run_and_runs_nothing_again(client, slow, model_log):
+    body = {"input": [{"role": "user", "content": "Please hold"}]}
+    key = {"Idempotency-Key": "turn-1"}
+    answers: list[Any] = []
+    both = [threading.Thread(target=lambda: answers.append(client.post("/invocations", json=body, headers=key)))
+            for _ in range(2)]  # fmt: skip
+    for thread in both:
+        thread.start()
+    until(lambda: slow.calls, "the tool to start")
+    time.sleep(0.2)
+    slow.release.set()
+    for thread in both:
+        thread.join(30)
+    again = client.post("/invocations", json=body, headers=key)
+    assert [a.status_code for a in [*answers, again]] == [200, 200, 200]
+    assert len({a.json()["id"] for a in [*answers, again]}) == 1, "one run"
+    assert reply_text(again.json()["output"]) == reply_text(answers[0].json()["output"])
+    assert slow.calls == 1 and len(model_log) == 2, "the model and the tool ran once for all three"
+    other = client.post("/invocations", json={"input": [{"role": "user", "content": "Other"}]}, headers=key)
+    assert other.status_code == 409 and "Idempotency-Key" in other.json()["error"]["message"]
+    streamed = client.post("/invocations", json={**body, "stream": True}, headers=key).text
+    assert sse_events(streamed)[-1]["response"]["id"] == again.json()["id"], "the run's stream, from its start"
+    assert client.post("/invocations", json=body, headers={"Idempotency-Key": "a b"}).status_code == 400
+
+
+def test_cancel_stops_the_run_and_keeps_its_partial_turn(client, slow, model_log):
+    run = client.post("/responses", json={"input": [{"role": "user", "content": "Please hold"}], "background": True})
+    run_id, conversation = run.json()["id"], run.json()["custom_outputs"]["session_id"]
+    until(lambda: slow.calls, "the tool to start")
+    cancelled = client.post(f"/responses/{run_id}/cancel", json={})  # as OpenAI's client sends it, with JSON
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert client.get(f"/responses/{run_id}").json()["status"] == "cancelled"
+    events = sse_events(client.get(f"/responses/{run_id}", params={"stream": "true"}).text)
+    assert events[-1]["type"] == "response.cancelled"
+    kept = client.get(f"/conversations/{conversation}").json()["items"]
+    assert [(i.get("role"), i.get("content")) for i in kept] == [("user", "Please hold")], "the prompt is kept"
+    named = {"input": [{"role": "user", "content": "Go on"}], "context": {"conversation_id": conversation}}
+    assert "I saw 2 user" in reply_text(client.post("/responses", json=named).json()["output"])
+    assert slow.calls == 1
+
+
+def test_a_run_past_its_event_bytes_fails_with_a_413(client, app_settings):
+    app_settings.setenv("RUNS_MAX_EVENT_BYTES", "900")
+    run_id = client.post("/responses", json={**ASK, "background": True}).json()["id"]
+    answer = until(lambda: (r := client.get(f"/responses/{run_id}")).status_code != 200 and r, "the run to fail")
+    assert answer.status_code == 413 and answer.json()["status"] == "failed"
+    assert "RUNS_MAX_EVENT_BYTES" in answer.json()["error"]["message"]
+
+
+def test_a_dead_processs_run_resumes_from_its_stored_steps_without_running_them_again(client, slow, model_log):
+    """A run whose process died after its tool's output was stored: the next heartbeat claims it, and the model
+    goes on from the stored output; the tool does not run again."""
+    conversation = "resumed-conversation"
+    body = {"input": [{"role": "user", "content": "Please hold"}], "context": {"conversation_id": conversation}}
+    call = {"type": "function_call", "call_id": "call_1", "name": "hold", "arguments": "{}", "id": "fc_1"}
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "stored before the crash"}
+    dead = Run("resp_dead", ADA, conversation, None, "x", body, True, status="in_progress",
+               holder="gone:1", heartbeat_until=time.time() - 1, created_at=time.time())  # fmt: skip
+    events = [{"type": "response.created", "response": {"id": dead.id}}, *[
+        {"type": "response.output_item.done", "item": item} for item in (call, output)]]  # fmt: skip
+
+    async def crashed() -> None:
+        opened = await database.store()
+        await opened.run(store.create(dead), write=True)
+        data = [json.dumps({**event, "sequence_number": n}) for n, event in enumerate(events)]
+        await opened.run(store.append(dead.id, 0, data, None), write=True)
+        await recovery.beat()
+
+    client.portal.call(crashed)
+    done = ended(client, dead.id)
+    assert done["status"] == "completed", done
+    assert "The tool returned: stored before the crash" in reply_text(done["output"])
+    assert slow.calls == 0 and len(model_log) == 1, "the model went on from the stored output"
+    replay = sse_events(client.get(f"/responses/{dead.id}", params={"stream": "true"}).text)
+    assert [e["sequence_number"] for e in replay] == list(range(len(replay))), "one stream, numbered on"
+    assert leases.HOLDER  # the claim names this process
