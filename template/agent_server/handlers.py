@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from agents import Agent, RunConfig, Runner, TResponseInputItem
-from agents.items import MessageOutputItem, ToolApprovalItem
+from agents.items import MessageOutputItem, ToolApprovalItem, ToolCallItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
@@ -15,7 +15,7 @@ from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse
 from agent_server import agent, approved_calls, errors, llm, mcp_connections, memory, request_state, tracing
 from agent_server.history import approvals, render_history
 from agent_server.offload import INLINE_ITEMS, cpu_work
-from agent_server.output_items import ReplayableOutput, replayable_id, with_unique_call_ids
+from agent_server.output_items import ReplayableOutput, replayable_id, to_output_item, with_unique_call_ids
 
 
 def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
@@ -177,6 +177,8 @@ async def _streamed_run(
             elif data.type == "response.output_text.delta":
                 yield stream_event("response.output_text.delta", item_id=message_id, delta=data.delta)
         elif isinstance(event, RunItemStreamEvent):
+            if isinstance(event.item, ToolCallItem) and (started := to_output_item(event.item.raw_item)) is not None:
+                await request_state.tool_call_started(started)
             own_id = message_id if isinstance(event.item, MessageOutputItem) else None
             for item in output.add(event.item.raw_item, message_id=own_id):
                 done.append(item)

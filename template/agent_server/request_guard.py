@@ -42,6 +42,7 @@ from agent_server.offload import INLINE_BYTES, INLINE_ITEMS, cpu_work
 logger = logging.getLogger(__name__)
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
 STATE_KEY = "agent_server.request_state"
+TOOL_CALL_KEY = "agent_server.on_tool_call"  # a background run's: told of each tool call as it starts
 MAX_JSON_DEPTH = 64
 
 
@@ -68,6 +69,7 @@ class RequestGuard(HttpMiddleware):
             ready, state = await cpu_work(small, prepared_body, body, history, turn)
             request_state.begin(state)
             scope[STATE_KEY] = state  # for a background run, which runs this request on a task of its own
+            state.on_tool_call = scope.get(TOOL_CALL_KEY)
             await _until_disconnect(self.app, scope, ready, receive, send)
         finally:
             if turn is not None:

@@ -14,6 +14,7 @@ the handlers render its history themselves.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,8 @@ class RequestState:
     turn: Turn | None = None  # with conversation memory on: the turn, started by the guard and ended by it
     refused_approvals: list[int] = field(default_factory=list)  # client items: approvals the app did not sign
     model: ModelFailure = field(default_factory=ModelFailure)
+    # A background run's: told of each tool call as it starts, before its output exists (runs/execute.py)
+    on_tool_call: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
 
 _current: contextvars.ContextVar[RequestState | None] = contextvars.ContextVar("agent_server.request", default=None)
@@ -55,6 +58,13 @@ def record_input(items: list[Any], has_instructions: bool) -> None:
     state = _current.get()
     if state is not None:
         state.model.model_input, state.model.system_messages = items, int(has_instructions)
+
+
+async def tool_call_started(item: dict[str, Any]) -> None:
+    """Called by the stream handler as a tool call starts (its item goes out only with its output)."""
+    state = _current.get()
+    if state is not None and state.on_tool_call is not None:
+        await state.on_tool_call(item)
 
 
 def record_failure(error: BaseException) -> None:

@@ -310,6 +310,7 @@ def mcp_tool_server(path: str = "/mcp", token: str | None = None) -> ToolServer:
     @tools.tool()
     async def slow_lookup() -> str:
         """Answers after three seconds."""
+        TOOL_CALLS.append("slow_lookup")
         await asyncio.sleep(3)
         return "late"
 
@@ -345,6 +346,7 @@ def mcp_tool_server(path: str = "/mcp", token: str | None = None) -> ToolServer:
 
 
 DELETED: list[str] = []  # the names mcp_tool_server's delete_file tool was called with, in this process
+TOOL_CALLS: list[str] = []  # the slow tools mcp_tool_server ran, in this process: counted at the tool
 
 
 def serve_mcp_tools(port: int) -> None:

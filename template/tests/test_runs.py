@@ -210,7 +210,9 @@ def test_cancel_stops_the_run_and_keeps_its_partial_turn(client, slow, model_log
     events = sse_events(client.get(f"/responses/{run_id}", params={"stream": "true"}).text)
     assert events[-1]["type"] == "response.cancelled"
     kept = client.get(f"/conversations/{conversation}").json()["items"]
-    assert [(i.get("role"), i.get("content")) for i in kept] == [("user", "Please hold")], "the prompt is kept"
+    assert [i.get("type", "message") for i in kept] == ["message", "function_call", "function_call_output"]
+    assert kept[0]["content"] == "Please hold", "the prompt is kept"
+    assert "interrupted" in kept[-1]["output"], "the call still running is answered as interrupted"
     named = {"input": [{"role": "user", "content": "Go on"}], "context": {"conversation_id": conversation}}
     assert "I saw 2 user" in reply_text(client.post("/responses", json=named).json()["output"])
     assert slow.calls == 1

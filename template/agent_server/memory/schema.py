@@ -65,6 +65,7 @@ runs = sa.Table(
     sa.Column("events_bytes", sa.Integer, nullable=False),
     sa.Column("trace_id", sa.String(64)),
     sa.Column("error", sa.Text),  # {"status": ..., "body": the app's error shape}, in JSON
+    sa.Column("started_calls", sa.Text),  # the tool calls the run started, in JSON: their outputs may not be stored
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False, index=True),
     sa.UniqueConstraint("owner", "idempotency_key", name="agent_runs_idempotency"),

@@ -25,7 +25,7 @@ from agent_server.errors import BadRequest, client_param, error_body, status_and
 from agent_server.memory import database
 from agent_server.memory.leases import HOLDER
 from agent_server.memory.store import Unavailable
-from agent_server.request_guard import STATE_KEY, checked_body
+from agent_server.request_guard import STATE_KEY, TOOL_CALL_KEY, checked_body
 from agent_server.runs import events, store
 from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed, stop_flushing
 from agent_server.runs.store import Run
@@ -69,6 +69,13 @@ def attempt_body(run: Run, finished: list[dict[str, Any]]) -> dict[str, Any]:
     return body
 
 
+def unanswered_calls(live: LiveRun) -> list[dict[str, Any]]:
+    """Tool calls an earlier attempt started whose outputs were not stored: sent as calls with no output, which
+    the render answers as interrupted, so the model is told, and no tool runs again unasked."""
+    done = {item.get("call_id") for item in live.output() if item.get("type") == "function_call_output"}
+    return [call for call in live.run.started_calls if call.get("call_id") not in done]
+
+
 def identity_headers(owner: str) -> dict[str, str]:
     """Headers that name `owner` to memory (turns.owner_of), for a run resumed with no request of its own."""
     deployment = config.settings().deployment
@@ -80,12 +87,12 @@ def identity_headers(owner: str) -> dict[str, str]:
 
 async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
     run = live.run
-    finished = live.output()
+    finished = [*live.output(), *unanswered_calls(live)]
     raw = json.dumps(attempt_body(run, finished)).encode()
     scope: dict[str, Any] = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
         "path": "/responses", "raw_path": b"/responses", "query_string": b"", "root_path": "",
-        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0), **_scope,
+        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0), **_scope, TOOL_CALL_KEY: live.tool_call_started,
         "headers": [
             *[(k.encode(), v.encode()) for k, v in headers.items() if k.lower() not in NOT_PASSED_ON],
             (b"content-length", str(len(raw)).encode()), (b"x-mlflow-return-trace-id", b"true"),
@@ -217,9 +224,9 @@ async def _hand_over(live: LiveRun) -> None:
 
 async def _keep_partial_turn(live: LiveRun, headers: Mapping[str, str]) -> None:
     """A run the client cancelled keeps its prompt and what it had produced, as a turn of its conversation: a
-    finished tool call with no output is answered as interrupted when the conversation is next rendered (the
-    history's orphan-call rule); a call still running had not reached the stream (its item waits for its output)."""
-    partial = events.partial_items(live.events)
+    tool call still running is kept with no output, which the conversation's render answers as interrupted (the
+    history's orphan-call rule)."""
+    partial = [*events.partial_items(live.events), *unanswered_calls(live)]
     raw = json.dumps(attempt_body(live.run, partial)).encode()
     try:
         body, sent = checked_body(raw)

@@ -62,6 +62,14 @@ class LiveRun:
         elif self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_soon())
 
+    async def tool_call_started(self, item: dict[str, Any]) -> None:
+        """Written at once: after a crash, a call that was running is known, and not made again unasked."""
+        self.run.started_calls.append(item)
+        try:
+            await (await database.store()).run(store.started_calls(self.run), write=True)
+        except Unavailable as error:
+            logger.warning("runs: could not store a tool call of run %s: %s", self.run.id, error)
+
     def close(self) -> None:
         """The run ended here (or went to another process): its followers here are told."""
         self.ended.set()

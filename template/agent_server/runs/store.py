@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,12 +35,14 @@ class Run:
     events_bytes: int = 0
     trace_id: str | None = None
     error: dict[str, Any] | None = None  # {"status": the HTTP status, "body": the app's error shape}
+    started_calls: list[dict[str, Any]] = field(default_factory=list)  # tool calls started, answered or not
     created_at: float = 0.0
 
     def row(self) -> dict[str, Any]:
         values = dict(vars(self))
         values["body"] = json.dumps(self.body)
         values["error"] = json.dumps(self.error) if self.error is not None else None
+        values["started_calls"] = json.dumps(self.started_calls)
         return {**values, "updated_at": time.time()}
 
 
@@ -49,6 +51,7 @@ def _run_of(row: Any) -> Run:
     values.pop("updated_at", None)
     values["body"] = json.loads(values["body"])
     values["error"] = json.loads(values["error"]) if values["error"] else None
+    values["started_calls"] = json.loads(values["started_calls"] or "[]")
     return Run(**values)
 
 
@@ -103,6 +106,16 @@ def append(run_id: str, first: int, events: Sequence[str], status: str | None) -
         if status is not None:
             values["status"] = status
         connection.execute(runs.update().where(runs.c.id == run_id).values(**values))
+
+    return transaction
+
+
+def started_calls(run: Run) -> Callable[[sa.Connection], None]:
+    """The tool calls the run started: a call still running when its process died is not run again unasked."""
+
+    def transaction(connection: sa.Connection) -> None:
+        calls = json.dumps(run.started_calls)
+        connection.execute(runs.update().where(runs.c.id == run.id).values(started_calls=calls))
 
     return transaction
 

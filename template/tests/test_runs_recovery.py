@@ -1,0 +1,156 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""Background runs outlive what cuts a request: a proxy that cuts every request after a second, a `kill -9` of
+the app mid-run, and a SIGTERM. Real `start-app` processes, a real MCP server (its slow tool takes 3 s, and
+counts its calls), the offline model, SQLite (tests/test_memory_postgres.py in the template's repo does the
+same on PostgreSQL, across two processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from support import TOOL_CALLS, ServerThread, StartedApp, app_env, mcp_tool_server, reply_text, sse_events
+
+SLOW = {"input": [{"role": "user", "content": "Please run slow_lookup"}]}
+
+
+class CuttingProxy:
+    """A TCP proxy on loopback that cuts every connection `cut_after` seconds after it opens, as the Databricks
+    Apps proxy cuts a request at about 120 s."""
+
+    def __init__(self, target_port: int, cut_after: float) -> None:
+        self.target_port, self.cut_after, self.cuts = target_port, cut_after, 0
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        assert self.ready.wait(10)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._connection, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self.ready.set()
+        self.loop.run_forever()
+
+    async def _connection(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        app_reader, app_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while chunk := await reader.read(65536):
+                writer.write(chunk)
+                await writer.drain()
+
+        piping = [
+            asyncio.ensure_future(pipe(client_reader, app_writer)),
+            asyncio.ensure_future(pipe(app_reader, client_writer)),
+        ]
+        done, _ = await asyncio.wait(piping, timeout=self.cut_after, return_when=asyncio.FIRST_COMPLETED)
+        if not done:
+            self.cuts += 1
+        for task in piping:
+            task.cancel()
+        for writer in (client_writer, app_writer):
+            writer.close()
+
+
+@pytest.fixture
+def tools() -> Iterator[str]:
+    TOOL_CALLS.clear()
+    with ServerThread(mcp_tool_server().app) as url:
+        yield json.dumps([{"name": "tools", "url": f"{url}/mcp"}])
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def resumed_stream(url: str, run_id: str) -> tuple[list[dict[str, Any]], int]:
+    """Follow the run's stream to its end, resuming from the last sequence number after each cut."""
+    events: list[dict[str, Any]] = []
+    reconnections = 0
+    while True:
+        cursor = events[-1]["sequence_number"] if events else -1
+        try:
+            with httpx.stream("GET", f"{url}/responses/{run_id}", params={"stream": "true", "starting_after": cursor},
+                              timeout=30) as response:  # fmt: skip
+                for line in response.iter_lines():
+                    if line == "data: [DONE]":
+                        return events, reconnections
+                    if line.startswith("data: "):
+                        events.append(json.loads(line.removeprefix("data: ")))
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            pass
+        reconnections += 1
+        assert reconnections < 50
+
+
+def run_status(database: str, run_id: str) -> tuple[str, str] | None:
+    with sqlite3.connect(database) as connection:
+        return connection.execute("SELECT status, started_calls FROM agent_runs WHERE id = ?", (run_id,)).fetchone()
+
+
+def test_a_run_longer_than_the_proxy_allows_completes_and_its_stream_resumes_exactly(tools):
+    with (
+        StartedApp(app_env(LLM_PROVIDER="offline", MCP_SERVERS=tools)) as url,
+        CuttingProxy(port_of(url), 1.0) as proxy,
+    ):
+        with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+            httpx.post(f"{proxy}/invocations", json=SLOW, timeout=30)  # a synchronous request is cut
+        started = time.monotonic()
+        run = httpx.post(f"{proxy}/responses", json={**SLOW, "background": True}, timeout=30)
+        assert run.status_code == 200 and time.monotonic() - started < 1, "answered at once, the tool still running"
+        events, reconnections = resumed_stream(proxy, run.json()["id"])
+        assert reconnections >= 2, "the stream was cut more than once"
+        assert [e["sequence_number"] for e in events] == list(range(len(events))), "every event once, in order"
+        assert events[-1]["type"] == "response.completed"
+        assert "The tool returned: late" in reply_text(events[-1]["response"]["output"])
+        direct = httpx.get(f"{url}/responses/{run.json()['id']}", params={"stream": "true"}, timeout=30).text
+        assert sse_events(direct) == events, "the resumed stream is the run's stream"
+        assert TOOL_CALLS == ["slow_lookup", "slow_lookup"], "the cut request's call, and the run's: once each"
+
+
+@pytest.mark.parametrize("stop", ["kill", "sigterm"])
+def test_a_run_whose_process_stopped_is_resumed_and_no_tool_runs_twice(tools, stop):
+    """kill -9 (or SIGTERM, with a grace period shorter than the tool) while the tool runs; the app started again
+    on the same database resumes the run at once: the call that was running is answered as interrupted, and the
+    model goes on. The tool ran once."""
+    env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=tools, RUNS_SHUTDOWN_GRACE_SECONDS="1")
+    database = env["MEMORY_DATABASE_URL"]
+    first = StartedApp(env)
+    with first as url:
+        run_id = httpx.post(f"{url}/responses", json={**SLOW, "background": True}, timeout=30).json()["id"]
+        deadline = time.monotonic() + 20
+        while json.loads((run_status(database, run_id) or ("", "[]"))[1] or "[]") == []:
+            assert time.monotonic() < deadline, "the tool call never started"
+            time.sleep(0.05)
+        if stop == "kill":
+            first.process.kill()
+        else:
+            first.process.send_signal(signal.SIGTERM)
+        first.process.wait(15)
+    assert run_status(database, run_id)[0] == "in_progress", "not ended by the stop"
+    with StartedApp(env) as url:
+        started = time.monotonic()
+        events, _ = resumed_stream(url, run_id)
+        assert time.monotonic() - started < 30
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    final = events[-1]["response"]
+    assert final["status"] == "completed", final
+    assert "interrupted" in reply_text(final["output"]), "the model was told the running call was interrupted"
+    assert TOOL_CALLS == ["slow_lookup"], "the tool ran once"
