@@ -654,3 +654,69 @@ def test_a_conversation_reads_well_at_desktop_and_phone_width(served_app, browse
         page.mouse.click(page_width - 20, viewport["height"] / 2)  # beside the drawer
         expect(sidebar).to_be_hidden()
     assert not chat.errors
+
+
+# --- long-running turns: a background run, resumed after a reload, stopped ------------------------
+
+
+@pytest.fixture
+def slow_tools_app(start_app, renders) -> Iterator[dict[str, str]]:
+    """An app whose MCP server's slow_lookup takes 3 s; the server counts its calls at GET /calls."""
+    app = renders["defaults"]
+    port = free_port()
+    serve = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({port})"
+    tools = f"http://127.0.0.1:{port}"
+    declared = json.dumps([{"name": "tools", "url": f"{tools}/mcp"}])
+    with (
+        ServerProcess([str(app / ".venv" / "bin" / "python"), "-c", serve], clean_env(), f"{tools}/mcp", cwd=app),
+        start_app(MCP_SERVERS=declared) as url,
+    ):
+        yield {"url": url, "tools": tools}
+
+
+def pending_run(page: Page) -> dict[str, Any]:
+    """The run the page is streaming, once the app has named it (its first event)."""
+    page.wait_for_function("localStorage.getItem('agent-chat-run') !== null")
+    return json.loads(page.evaluate("localStorage.getItem('agent-chat-run')"))
+
+
+def test_a_reload_mid_answer_resumes_the_run_with_nothing_lost_or_twice(slow_tools_app, browser_page):
+    chat = ChatPage(browser_page, slow_tools_app["url"])
+    browser_page.fill("#prompt", "Please run slow_lookup")
+    chat.send.click()
+    run = pending_run(browser_page)
+    assert chat.sent[0]["background"] is True and chat.sent[0]["stream"] is True
+    browser_page.reload()  # inside the tool's 3 s
+    expect(chat.replies).to_have_count(1, timeout=30_000)
+    expect(chat.replies.nth(0)).to_contain_text("The tool returned: late.")
+    expect(browser_page.locator(".turn.user")).to_have_text(["Please run slow_lookup"])
+    reply = chat.replies.nth(0).inner_text()
+    assert reply.count("The tool returned") == 1, "the answer's text once"
+    expect(browser_page.locator("details.tool")).to_have_count(1)
+    assert httpx.get(f"{slow_tools_app['tools']}/calls").json() == ["slow_lookup"], "one run: the tool ran once"
+    assert httpx.get(f"{slow_tools_app['url']}/responses/{run['runId']}").json()["status"] == "completed"
+    expect(chat.send).to_be_enabled()
+    chat.ask("Thanks")  # the conversation goes on
+    expect(chat.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 1 tool turns")
+    expect(browser_page.locator(".error")).to_have_count(0)
+    assert not chat.errors
+
+
+def test_stop_cancels_the_run_and_the_conversation_keeps_its_prompt(slow_tools_app, browser_page):
+    chat = ChatPage(browser_page, slow_tools_app["url"])
+    browser_page.fill("#prompt", "Please run slow_lookup")
+    chat.send.click()
+    run = pending_run(browser_page)
+    stop = browser_page.get_by_role("button", name="Stop the answer")
+    expect(stop).to_be_visible()
+    stop.focus()
+    browser_page.keyboard.press("Enter")  # keyboard alone
+    expect(browser_page.locator(".stopped")).to_have_text("Stopped")
+    expect(stop).to_be_hidden()
+    assert httpx.get(f"{slow_tools_app['url']}/responses/{run['runId']}").json()["status"] == "cancelled"
+    kept = httpx.get(f"{slow_tools_app['url']}/conversations/{run['conversationId']}").json()["items"]
+    assert kept[0]["content"] == "Please run slow_lookup" and kept[-1]["type"] == "function_call_output"
+    assert "interrupted" in kept[-1]["output"]
+    chat.ask("Never mind")
+    expect(chat.replies.last).to_contain_text("I saw 2 user, 0 assistant and 1 tool turns. You said: Never mind")
+    assert not chat.errors

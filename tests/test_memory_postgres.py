@@ -61,6 +61,7 @@ def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
             "-k",
             "postgres",
             "tests/test_memory.py",
+            "tests/test_runs.py",
         ],
         cwd=app,
         env=clean_env(MEMORY_TEST_POSTGRES_URL=postgres.url),
@@ -121,6 +122,38 @@ def test_concurrent_turns_on_two_processes_never_interleave(two_apps):
         "user", "function_call", "function_call_output", "assistant",
         "user", "assistant",
     ]  # fmt: skip
+
+
+def test_a_run_whose_process_died_is_resumed_by_the_other_process(app, postgres, tmp_path):
+    """kill -9 of the process running a background run while its tool runs: the survivor claims it (its
+    heartbeat found it orphaned) and resumes it, with the running call answered as interrupted; the tool ran
+    once, counted at the MCP server."""
+    tools_port = free_port()
+    serve = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({tools_port})"
+    tools_url = f"http://127.0.0.1:{tools_port}"
+    shared = {
+        "MEMORY_DATABASE_URL": postgres.url,
+        "MCP_SERVERS": json.dumps([{"name": "t", "url": f"{tools_url}/mcp"}]),
+    }
+    with (
+        ServerProcess([str(app / ".venv" / "bin" / "python"), "-c", serve], clean_env(), f"{tools_url}/mcp", cwd=app),
+        start_app(app, tmp_path / "a.log", **shared) as a,
+        start_app(app, tmp_path / "b.log", **shared) as b,
+    ):
+        body = {"input": [{"role": "user", "content": "Please run slow_lookup"}], "background": True}
+        run_id = http_client(a.url).post("/responses", json=body).json()["id"]
+        deadline = time.monotonic() + 20
+        while http_client(tools_url).get("/calls").json() == []:
+            assert time.monotonic() < deadline, "the tool never ran"
+            time.sleep(0.05)
+        a.process.kill()
+        killed_at = time.monotonic()
+        while (run := http_client(b.url).get(f"/responses/{run_id}").json())["status"] == "in_progress":
+            assert time.monotonic() - killed_at < 30, "the survivor claims the run within 30 s"
+            time.sleep(0.2)
+        assert run["status"] == "completed", run
+        assert "interrupted" in reply_text(run["output"])
+        assert http_client(tools_url).get("/calls").json() == ["slow_lookup"], "the tool ran once"
 
 
 def test_the_database_down_mid_conversation_is_a_503_and_it_continues_once_back(two_apps, postgres):

@@ -245,14 +245,10 @@ class MemoryVariables:
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """Background runs and idempotent requests (agent_server/runs/), kept in conversation memory's database."""
-
+class RunSettings:  # background runs and idempotent requests (agent_server/runs/), in memory's database
     max_age_hours: float = setting("RUNS_MAX_AGE_HOURS", number(), 24.0, "a run and its events are kept this long")
     max_event_bytes: int = setting("RUNS_MAX_EVENT_BYTES", number(integer=True), 8 * MIB, "one run's stream, stored")
-    shutdown_grace_seconds: float = setting(
-        "RUNS_SHUTDOWN_GRACE_SECONDS", number(allow_zero=True), 20.0, "on SIGTERM: finish, then hand runs over"
-    )
+    grace_seconds: float = setting("RUNS_SHUTDOWN_GRACE_SECONDS", number(allow_zero=True), 20.0, "then hand over")
 
 
 class Group(Generic[G]):

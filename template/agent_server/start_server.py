@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
         workers=args.workers,
         log_config=log_config,
         http=HTTP_PROTOCOL,  # a request's head is due within BODY_TIMEOUT_SECONDS too
+        # On SIGTERM, open connections get half the grace period, background runs the rest (runs/recovery.py).
+        timeout_graceful_shutdown=config.settings().runs.grace_seconds / 2,
         reload=args.reload,
         reload_dirs=[str(Path(__file__).parent)] if args.reload else None,
     )

@@ -8,6 +8,7 @@ import asyncio
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -177,7 +178,7 @@ def test_a_refused_request_is_answered_as_without_a_run(client):
 
 def test_the_same_idempotency_key_is_the_same_run_and_runs_nothing_again(client, slow, model_log):
     body = {"input": [{"role": "user", "content": "Please hold"}]}
-    key = {"Idempotency-Key": "turn-1"}
+    key = {"Idempotency-Key": f"turn-{uuid.uuid4()}"}  # PostgreSQL's database is the same for every test
     answers: list[Any] = []
     both = [threading.Thread(target=lambda: answers.append(client.post("/invocations", json=body, headers=key)))
             for _ in range(2)]  # fmt: skip
@@ -229,11 +230,11 @@ def test_a_run_past_its_event_bytes_fails_with_a_413(client, app_settings):
 def test_a_dead_processs_run_resumes_from_its_stored_steps_without_running_them_again(client, slow, model_log):
     """A run whose process died after its tool's output was stored: the next heartbeat claims it, and the model
     goes on from the stored output; the tool does not run again."""
-    conversation = "resumed-conversation"
+    conversation = f"resumed-{uuid.uuid4()}"
     body = {"input": [{"role": "user", "content": "Please hold"}], "context": {"conversation_id": conversation}}
     call = {"type": "function_call", "call_id": "call_1", "name": "hold", "arguments": "{}", "id": "fc_1"}
     output = {"type": "function_call_output", "call_id": "call_1", "output": "stored before the crash"}
-    dead = Run("resp_dead", ADA, conversation, None, "x", body, True, status="in_progress",
+    dead = Run(f"resp_{uuid.uuid4().hex}", ADA, conversation, None, "x", body, True, status="in_progress",
                holder="gone:1", heartbeat_until=time.time() - 1, created_at=time.time())  # fmt: skip
     events = [{"type": "response.created", "response": {"id": dead.id}}, *[
         {"type": "response.output_item.done", "item": item} for item in (call, output)]]  # fmt: skip
@@ -253,3 +254,25 @@ def test_a_dead_processs_run_resumes_from_its_stored_steps_without_running_them_
     replay = sse_events(client.get(f"/responses/{dead.id}", params={"stream": "true"}).text)
     assert [e["sequence_number"] for e in replay] == list(range(len(replay))), "one stream, numbered on"
     assert leases.HOLDER  # the claim names this process
+
+
+def test_a_run_is_one_trace_however_often_its_stream_is_read(client, slow):
+    import mlflow
+
+    run_id = client.post("/responses", json={"input": [{"role": "user", "content": "Please hold"}], "background": True})
+    run_id = run_id.json()["id"]
+    for _ in range(3):  # three reconnections while it runs, each dropped after an event
+        with client.stream("GET", f"/responses/{run_id}", params={"stream": "true", "starting_after": "-1"}) as read:
+            next(read.iter_lines())
+    slow.release.set()
+    trace_id = ended(client, run_id)["metadata"]["trace_id"]
+    for cursor in ("-1", "2"):
+        client.get(f"/responses/{run_id}", params={"stream": "true", "starting_after": cursor})
+    mlflow.flush_trace_async_logging()
+    trace = mlflow.get_trace(trace_id)
+    assert trace.data.spans[0].name == "handle_stream" and "hold" in [span.name for span in trace.data.spans]
+    traced = mlflow.search_traces(
+        filter_string=f"trace.timestamp_ms >= {trace.info.request_time - 1}", return_type="list"
+    )
+    runs = [t for t in traced if t.data.spans and t.data.spans[0].name.startswith("handle_")]
+    assert [t.info.trace_id for t in runs] == [trace_id], "one trace for the run, none for reading it"

@@ -207,8 +207,7 @@ def _finish_turn(
         connection.execute(items.delete().where(of_this))
         first = 0
     else:
-        last = connection.scalar(sa.select(sa.func.max(items.c.seq)).where(of_this))
-        first = 0 if last is None else last + 1  # not `last or -1`: a conversation of one item has its last at 0
+        first = connection.scalar(sa.select(sa.func.coalesce(sa.func.max(items.c.seq) + 1, 0)).where(of_this))
     if turn:
         connection.execute(
             items.insert(),

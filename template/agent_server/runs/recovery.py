@@ -61,7 +61,7 @@ async def close_runs() -> None:
     live = list(execute.RUNNING.values())
     if not live:
         return
-    grace = config.settings().runs.shutdown_grace_seconds / 2
+    grace = config.settings().runs.grace_seconds / 2
     await asyncio.wait([asyncio.ensure_future(run.ended.wait()) for run in live], timeout=grace or None)
     for run in execute.RUNNING.values():
         run.handing_over = True
