@@ -11,6 +11,7 @@ Standard library only (a raw asyncio HTTP/1.1 server with keep-alive), so it run
 Every body is built to validate against the `openai` package's types (tests/test_benchmark_serve.py).
 
     python benchmarks/stub_model.py --port 0     # prints "stub model listening on http://127.0.0.1:PORT/v1"
+    python benchmarks/stub_model.py --port 0 --delay-seconds 5    # each model call answered 5 s late
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ USAGE_RESPONSES = {
     "total_tokens": 15,
 }
 MAX_BODY_BYTES = 64 * 1024 * 1024
+DELAY_SECONDS = 0.0
 STATUS_TEXT = {200: "OK", 400: "Bad Request", 404: "Not Found", 411: "Length Required", 413: "Payload Too Large"}
 
 
@@ -191,6 +193,8 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                     status, kind, body, keep_alive = 413, "application/json", b"{}", False
                 else:
                     status, kind, body = answer(method, path, await reader.readexactly(length), stats)
+                    if method == "POST" and DELAY_SECONDS:
+                        await asyncio.sleep(DELAY_SECONDS)  # a slow model: background_runs.py's many runs at once
                     keep_alive = headers.get("connection", "").lower() != "close"
             writer.write(
                 (
@@ -230,5 +234,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     parser.add_argument("--max-seconds", type=float, default=3600, help="stop by itself after this long")
+    parser.add_argument("--delay-seconds", type=float, default=0.0, help="answer each model call this much later")
     args = parser.parse_args()
+    DELAY_SECONDS = args.delay_seconds
     asyncio.run(main(args.port, args.max_seconds))

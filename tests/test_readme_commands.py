@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from renders import API_MODES, ROOT, clean_env
@@ -40,3 +41,11 @@ def test_demo_serves_second_and_third_prompts(tmp_path, api):
             chat = app_support.Conversation(client, stream=False)
             chat.send("My name is Ada")
             assert "I saw 2 user, 1 assistant and 0 tool turns" in reply_text(chat.send("What is my name?"))
+            # A background run (README, "Long-running turns"), as the chat page sends every turn.
+            run = client.post("/responses", json={"input": "Hello", "background": True}).json()
+            assert run["status"] in ("queued", "in_progress") and run["id"].startswith("resp_")
+            for _ in range(200):
+                if (read := client.get(f"/responses/{run['id']}").json())["status"] == "completed":
+                    break
+                time.sleep(0.05)
+            assert "I saw 1 user, 0 assistant and 0 tool turns" in reply_text(read["output"])

@@ -58,9 +58,9 @@ async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
     opened and closed inside it."""
     async with _serve(served_app) as state:
         await memory.open_memory()
-        if memory.enabled():
-            await open_runs()
         await mcp_connections.open_connections(mcp_servers.declared(agent))
+        if memory.enabled():
+            await open_runs()  # runs that stopped with an earlier process resume here, with the tools connected
         # What start-up made lives as long as the app: in the permanent generation, full collections no longer
         # walk it (about 280k objects, a pause of 150 ms or more in the middle of some request).
         gc.collect()

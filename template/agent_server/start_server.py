@@ -18,6 +18,7 @@ and checked in agent_server/config.py.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         log_config=log_config,
         http=HTTP_PROTOCOL,  # a request's head is due within BODY_TIMEOUT_SECONDS too
         # On SIGTERM, open connections get half the grace period, background runs the rest (runs/recovery.py).
-        timeout_graceful_shutdown=config.settings().runs.grace_seconds / 2,
+        timeout_graceful_shutdown=math.ceil(config.settings().runs.grace_seconds / 2),
         reload=args.reload,
         reload_dirs=[str(Path(__file__).parent)] if args.reload else None,
     )
