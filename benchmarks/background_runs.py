@@ -79,7 +79,7 @@ class App:
         folder.mkdir(parents=True, exist_ok=True)
         self.log = (folder / "app.log").open("wb")
         values = serve.app_env(stub_url, folder, "off")
-        values.update(MEMORY_BACKEND="sqlite", MEMORY_DATABASE_URL=str(folder / "conversations.db"), **env)
+        values.update({"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": str(folder / "conversations.db"), **env})
         command = [str(app / ".venv" / "bin" / "start-app"), "--host", "127.0.0.1", "--port", str(self.port)]
         self.process = subprocess.Popen(["taskset", "-c", str(serve.SERVER_CORE), *command], cwd=folder,
                                         env=values, stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip

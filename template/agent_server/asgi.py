@@ -4,7 +4,7 @@ acting on HTTP requests and passing anything else (lifespan) on."""
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class HttpMiddleware:
@@ -21,3 +21,18 @@ class HttpMiddleware:
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         raise NotImplementedError
+
+
+def replaying(body: bytes, then: Receive) -> Receive:
+    """A `receive` that gives a request's body (read already), then what `then` gives: the client's hang-up."""
+    unread: bytes | None = body
+
+    async def replay() -> Message:
+        nonlocal unread
+        if unread is not None:
+            message: Message = {"type": "http.request", "body": unread, "more_body": False}
+            unread = None
+            return message
+        return await then()
+
+    return replay

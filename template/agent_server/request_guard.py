@@ -34,7 +34,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_server import config, llm, memory, request_state
-from agent_server.asgi import HttpMiddleware
+from agent_server.asgi import HttpMiddleware, replaying
 from agent_server.errors import BadRequest, error_response
 from agent_server.history import HistoryError, approvals, json_type, pair_calls_with_outputs, render_each
 from agent_server.offload import INLINE_BYTES, INLINE_ITEMS, cpu_work
@@ -210,19 +210,13 @@ async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Re
     then waits for the disconnect here (a streaming response listens for it while it runs).
     """
     hung_up, answered = asyncio.Event(), False
-    unread: bytes | None = body
 
     async def app_send(message: Message) -> None:
         nonlocal answered
         answered = answered or (message["type"] == "http.response.body" and not message.get("more_body", False))
         await send(message)
 
-    async def app_receive() -> Message:
-        nonlocal unread
-        if unread is not None:
-            message: Message = {"type": "http.request", "body": unread, "more_body": False}
-            unread = None
-            return message
+    async def hang_up() -> Message:
         await hung_up.wait()
         return {"type": "http.disconnect"}
 
@@ -233,7 +227,7 @@ async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Re
         if not answered:  # a server also reports the end of a finished response as a disconnect
             running.cancel()
 
-    running = asyncio.ensure_future(app(scope, app_receive, app_send))
+    running = asyncio.ensure_future(app(scope, replaying(body, hang_up), app_send))
     watcher = asyncio.ensure_future(watch())
     try:
         await running

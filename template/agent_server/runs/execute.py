@@ -21,6 +21,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Scope
 
 from agent_server import config, llm, memory
+from agent_server.asgi import replaying
 from agent_server.errors import BadRequest, client_param, error_body, status_and_message
 from agent_server.memory import database
 from agent_server.memory.leases import HOLDER
@@ -101,14 +102,9 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
     refusal: list[Any] = []  # (status, headers) and the body of an answer that is not a stream
     reader, saw_done = events.SseReader(), False
     never = asyncio.Event()
-    unread: bytes | None = raw
 
-    async def receive() -> Message:
-        nonlocal unread
-        if unread is not None:
-            body, unread = unread, None
-            return {"type": "http.request", "body": body, "more_body": False}
-        await never.wait()  # the run's client never hangs up: cancelling the task stops the run
+    async def never_hangs_up() -> Message:  # a run has no client to hang up: cancelling its task stops it
+        await never.wait()
         return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
@@ -130,7 +126,7 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
             saw_done = await _took(live, scope, data) or saw_done
 
     try:
-        await _app(scope, receive, send)  # type: ignore[misc]
+        await _app(scope, replaying(raw, never_hangs_up), send)  # type: ignore[misc]
         if refusal:
             status, body = refusal[0], parsed(refusal[2].decode(errors="replace")) or {}
             if not live.started.done():  # the first attempt: the client gets this answer, and no run is kept

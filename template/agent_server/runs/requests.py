@@ -28,10 +28,10 @@ from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_server import memory
-from agent_server.asgi import HttpMiddleware
+from agent_server.asgi import HttpMiddleware, replaying
 from agent_server.errors import BadRequest, error_response
 from agent_server.memory import database
 from agent_server.memory.leases import HOLDER
@@ -61,7 +61,7 @@ class BackgroundRuns(HttpMiddleware):
             raw = await read_body(receive)
             body = _run_request(raw, key)
             if body is None:  # not a run: the request as it came
-                await self.app(scope, _replaying(raw, receive), send)
+                await self.app(scope, replaying(raw, receive), send)
                 return
             execute.remember_scope(scope)
             answer = await _run(headers, body, key)
@@ -69,7 +69,7 @@ class BackgroundRuns(HttpMiddleware):
             answer = error_response(error.status, str(error), error.param)
         except Unavailable as error:
             answer = error_response(503, f"Conversation memory is unavailable: {error}. Nothing was run; try again.")
-        await answer(scope, _replaying(b"", receive), send)
+        await answer(scope, replaying(b"", receive), send)
 
 
 def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
@@ -180,17 +180,3 @@ def event_stream(source: AsyncIterator[bytes]) -> StreamingResponse:
 
 async def _read(run: Run) -> Run | None:
     return await (await database.store()).run(store.get(run.owner, run.id))
-
-
-def _replaying(raw: bytes, receive: Receive) -> Receive:
-    """The request's body once more, then the client's own messages (its hang-up)."""
-    unread: bytes | None = raw
-
-    async def replay() -> Message:
-        nonlocal unread
-        if unread is not None:
-            body, unread = unread, None
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
