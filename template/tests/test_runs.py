@@ -276,3 +276,33 @@ def test_a_run_is_one_trace_however_often_its_stream_is_read(client, slow):
     )
     runs = [t for t in traced if t.data.spans and t.data.spans[0].name.startswith("handle_")]
     assert [t.info.trace_id for t in runs] == [trace_id], "one trace for the run, none for reading it"
+
+
+def test_a_failed_run_answers_with_the_synchronous_status_in_the_one_error_shape(client, monkeypatch):
+    from agents import ModelSettings
+
+    from agent_server import agent
+
+    looping = agent.create_agent().clone(model_settings=ModelSettings(tool_choice="required"), reset_tool_choice=False)
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: looping)  # calls tools until max_turns
+    synchronous = client.post("/invocations", json=ASK)
+    run_id = client.post("/invocations", json={**ASK, "background": True}).json()["id"]
+    failed = until(lambda: (r := client.get(f"/responses/{run_id}")).status_code != 200 and r, "the run to fail")
+    assert failed.status_code == synchronous.status_code == 502
+    assert failed.json()["error"] == synchronous.json()["error"], "the same error, in the same shape"
+    assert failed.json()["status"] == "failed" and failed.json()["id"] == run_id
+    events = sse_events(client.get(f"/responses/{run_id}", params={"stream": "true"}).text)
+    assert events[-2]["type"] == "error" and events[-2]["status"] == 502
+    assert events[-1]["type"] == "response.failed" and events[-1]["response"]["error"] == synchronous.json()["error"]
+
+
+def test_runs_are_kept_for_runs_max_age_hours(client, app_settings):
+    run_id = client.post("/responses", json={**ASK, "background": True}).json()["id"]
+    ended(client, run_id)
+    client.portal.call(recovery.prune)
+    assert client.get(f"/responses/{run_id}").status_code == 200, "younger than RUNS_MAX_AGE_HOURS (24)"
+    app_settings.setenv("RUNS_MAX_AGE_HOURS", "0.0001")  # 0.36 s
+    time.sleep(0.5)
+    client.portal.call(recovery.prune)  # as the heartbeat does hourly, and every start
+    assert client.get(f"/responses/{run_id}").status_code == 404
+    assert client.get(f"/responses/{run_id}", params={"stream": "true"}).status_code == 404

@@ -154,3 +154,22 @@ def test_a_run_whose_process_stopped_is_resumed_and_no_tool_runs_twice(tools, st
     assert final["status"] == "completed", final["error"]
     assert "interrupted" in reply_text(final["output"]), "the model was told the running call was interrupted"
     assert TOOL_CALLS == ["slow_lookup"], "the tool ran once"
+
+
+def test_the_same_idempotency_key_at_once_and_after_runs_the_mcp_tool_once(tools):
+    """Two identical keyed requests at once, and one after the first ended: one run, one call of the real MCP
+    server's tool (tests/test_runs.py counts the model's calls too)."""
+    with StartedApp(app_env(LLM_PROVIDER="offline", MCP_SERVERS=tools)) as url:
+        key = {"Idempotency-Key": "retry-1"}
+        answers: list[httpx.Response] = []
+        at_once = [threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/invocations", json=SLOW,
+                   headers=key, timeout=60))) for _ in range(2)]  # fmt: skip
+        for thread in at_once:
+            thread.start()
+        for thread in at_once:
+            thread.join(60)
+        answers.append(httpx.post(f"{url}/invocations", json=SLOW, headers=key, timeout=60))
+        assert [answer.status_code for answer in answers] == [200, 200, 200]
+        assert len({answer.json()["id"] for answer in answers}) == 1
+        assert "The tool returned: late" in reply_text(answers[-1].json()["output"])
+    assert TOOL_CALLS == ["slow_lookup"]

@@ -44,7 +44,7 @@ _beating: asyncio.Task[None] | None = None
 async def open_runs() -> None:
     """At start-up (with memory on): resume what this instance's dead processes left, then keep beating."""
     global _beating
-    await _prune()
+    await prune()
     mine: list[Run] = await _safely(store.held_by_instance(leases.INSTANCE), [])
     await _claim([run for run in mine if leases.is_dead_predecessor(f"{run.holder}/")])
     _beating = asyncio.get_running_loop().create_task(_keep_beating(), name="runs-heartbeat")
@@ -82,7 +82,7 @@ async def _keep_beating() -> None:
         await beat()
         if time.time() - last_prune > PRUNE_EVERY_SECONDS:
             last_prune = time.time()
-            await _prune()
+            await prune()
 
 
 async def beat() -> None:
@@ -125,7 +125,8 @@ async def _all_events(run_id: str) -> list[tuple[int, str]]:
     return found
 
 
-async def _prune() -> None:
+async def prune() -> None:
+    """Delete the runs that ended (or were abandoned) more than RUNS_MAX_AGE_HOURS ago, with their events."""
     hours = config.settings().runs.max_age_hours
     gone = await _safely(store.delete_older_than(time.time() - hours * 3600), 0)
     if gone:
