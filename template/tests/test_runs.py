@@ -306,3 +306,22 @@ def test_runs_are_kept_for_runs_max_age_hours(client, app_settings):
     client.portal.call(recovery.prune)  # as the heartbeat does hourly, and every start
     assert client.get(f"/responses/{run_id}").status_code == 404
     assert client.get(f"/responses/{run_id}", params={"stream": "true"}).status_code == 404
+
+
+def test_openais_own_client_runs_reads_follows_and_cancels_a_background_response(client, slow):
+    """The client API is the Responses API's background mode, as the `openai` package speaks it."""
+    import openai
+
+    api = openai.OpenAI(base_url=f"{client.base_url}", api_key="unused", http_client=client)
+    created = api.responses.create(model="app", input="Please hold", background=True)
+    assert created.status == "in_progress" and created.id.startswith("resp_")
+    with api.responses.retrieve(created.id, stream=True, starting_after=-1) as events:
+        first = next(iter(events))
+    assert first.type == "response.created" and first.sequence_number == 0
+    cancelled = api.responses.cancel(created.id)
+    assert cancelled.status == "cancelled"
+    assert api.responses.retrieve(created.id).status == "cancelled"
+    slow.release.set()
+    done = api.responses.create(model="app", input="Hello", background=True)
+    until(lambda: api.responses.retrieve(done.id).status == "completed", "the run to complete")
+    assert "You said: Hello" in api.responses.retrieve(done.id).output_text
