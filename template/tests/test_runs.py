@@ -174,6 +174,8 @@ def test_a_background_turn_holds_its_conversation(client, slow):
 def test_a_refused_request_is_answered_as_without_a_run(client):
     answer = client.post("/responses", json={"input": [], "background": True})
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "input"
+    answer = client.post("/responses", json={**ASK, "background": True, "stream": "yes"})
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == "stream"
 
 
 def test_the_same_idempotency_key_is_the_same_run_and_runs_nothing_again(client, slow, model_log):

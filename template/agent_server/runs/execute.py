@@ -115,7 +115,7 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
             elif not live.started.done():
                 live.started.set_result(None)
                 run.status = "in_progress"
-                if not finished:
+                if not live.events:  # a resumed run has its first event already
                     await live.push(events.created(run))
             return
         chunk = message.get("body", b"")
@@ -188,6 +188,8 @@ async def end(live: LiveRun) -> None:
     except StreamTooLong:
         pass
     await stop_flushing(live)
+    if not live.started.done():  # it failed before it began: the request that made it answers with the run
+        live.started.set_result(None)
     try:
         await (await database.store()).run(store.finish(run), write=True)
     except (Unavailable, BadRequest) as error:  # its heartbeat stops: another process finds it and ends it

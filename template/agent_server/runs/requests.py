@@ -83,8 +83,9 @@ def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
     if not isinstance(body, dict):
         return None
     background = body.get("background", False)
-    if not isinstance(background, bool):
-        raise BadRequest("'background' must be true or false.", param="background")
+    for field in RUN_FIELDS:
+        if not isinstance(body.get(field, False), bool):
+            raise BadRequest(f"'{field}' must be true or false.", param=field)
     if not memory.enabled():
         if background:
             raise BadRequest(
