@@ -62,7 +62,10 @@ async def close_runs() -> None:
     if not live:
         return
     grace = config.settings().runs.grace_seconds / 2
-    await asyncio.wait([asyncio.ensure_future(run.ended.wait()) for run in live], timeout=grace or None)
+    waiting = [asyncio.ensure_future(run.ended.wait()) for run in live]
+    await asyncio.wait(waiting, timeout=grace)  # 0: handed over at once
+    for waiter in waiting:
+        waiter.cancel()
     for run in execute.RUNNING.values():
         run.handing_over = True
         if run.task is not None:
