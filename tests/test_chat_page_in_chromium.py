@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -265,7 +266,12 @@ def test_a_conversation_reopened_from_the_list_shows_its_items_and_goes_on(serve
     reopened.ask("Thanks")
     expect(reopened.replies.nth(2)).to_contain_text("I saw 3 user, 2 assistant and 1 tool turns. You said: Thanks")
     assert reopened.sent == [
-        {"input": [{"role": "user", "content": "Thanks"}], "stream": True, "context": {"conversation_id": first_id}}
+        {
+            "input": [{"role": "user", "content": "Thanks"}],
+            "stream": True,
+            "background": True,  # with memory on, every turn is a background run (README, "Long-running turns")
+            "context": {"conversation_id": first_id},
+        }
     ]
     expect(reopened.conversations).to_have_text(["Hello", "Another topic"])  # the one just continued comes first
     expect(reopened.page.locator(".error")).to_have_count(0)
@@ -537,7 +543,7 @@ def test_with_memory_a_failed_turn_is_not_kept_and_retry_goes_on(start_app, flak
         chat.page.get_by_role("button", name="Retry").click()
         expect(chat.replies.nth(0)).to_contain_text(said("1 user, 0 assistant and 0 tool", "Hello"))
         expect(chat.send).to_be_enabled()
-        assert chat.sent == [{"input": [{"role": "user", "content": "Hello"}], "stream": True}] * 2
+        assert chat.sent == [{"input": [{"role": "user", "content": "Hello"}], "stream": True, "background": True}] * 2
 
         flaky_model.fail_next()
         chat.ask("Tell me more")
@@ -550,7 +556,15 @@ def test_with_memory_a_failed_turn_is_not_kept_and_retry_goes_on(start_app, flak
         conversation = {"conversation_id": chat.sent[2]["context"]["conversation_id"]}
         assert (
             chat.sent[2:]
-            == [{"input": [{"role": "user", "content": "Tell me more"}], "stream": True, "context": conversation}] * 2
+            == [
+                {
+                    "input": [{"role": "user", "content": "Tell me more"}],
+                    "stream": True,
+                    "background": True,
+                    "context": conversation,
+                }
+            ]
+            * 2  # fmt: skip
         )
         expect(chat.page.locator(".error")).to_have_count(0)
         expect(chat.conversations).to_have_text(["Hello"])
@@ -659,28 +673,35 @@ def test_a_conversation_reads_well_at_desktop_and_phone_width(served_app, browse
 # --- long-running turns: a background run, resumed after a reload, stopped ------------------------
 
 
-@pytest.fixture
-def slow_tools_app(start_app, renders) -> Iterator[dict[str, str]]:
-    """An app whose MCP server's slow_lookup takes 3 s; the server counts its calls at GET /calls."""
+@pytest.fixture(scope="module")
+def slow_tools_app(renders, tmp_path_factory) -> Iterator[dict[str, str]]:
+    """An app whose MCP server's slow_lookup takes 3 s; the server counts its calls at GET /calls (since its start:
+    the tests here read the calls they add)."""
     app = renders["defaults"]
+    uv("sync", "--locked", "--no-config", cwd=app)
     port = free_port()
     serve = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({port})"
     tools = f"http://127.0.0.1:{port}"
     declared = json.dumps([{"name": "tools", "url": f"{tools}/mcp"}])
     with (
         ServerProcess([str(app / ".venv" / "bin" / "python"), "-c", serve], clean_env(), f"{tools}/mcp", cwd=app),
-        start_app(MCP_SERVERS=declared) as url,
+        running_app(app, tmp_path_factory.mktemp("slow-tools"), MCP_SERVERS=declared) as url,
     ):
         yield {"url": url, "tools": tools}
 
 
 def pending_run(page: Page) -> dict[str, Any]:
-    """The run the page is streaming, once the app has named it (its first event)."""
-    page.wait_for_function("localStorage.getItem('agent-chat-run') !== null")
-    return json.loads(page.evaluate("localStorage.getItem('agent-chat-run')"))
+    """The run the page is streaming, once the app has named it (its first event). Polled from here: the page's
+    security policy refuses the string a `wait_for_function` would evaluate in it."""
+    deadline = time.monotonic() + 30
+    while (pending := page.evaluate("localStorage.getItem('agent-chat-run')")) is None:
+        assert time.monotonic() < deadline, "the page never named its run"
+        page.wait_for_timeout(20)
+    return json.loads(pending)
 
 
 def test_a_reload_mid_answer_resumes_the_run_with_nothing_lost_or_twice(slow_tools_app, browser_page):
+    calls_before = httpx.get(f"{slow_tools_app['tools']}/calls").json()
     chat = ChatPage(browser_page, slow_tools_app["url"])
     browser_page.fill("#prompt", "Please run slow_lookup")
     chat.send.click()
@@ -693,7 +714,7 @@ def test_a_reload_mid_answer_resumes_the_run_with_nothing_lost_or_twice(slow_too
     reply = chat.replies.nth(0).inner_text()
     assert reply.count("The tool returned") == 1, "the answer's text once"
     expect(browser_page.locator("details.tool")).to_have_count(1)
-    assert httpx.get(f"{slow_tools_app['tools']}/calls").json() == ["slow_lookup"], "one run: the tool ran once"
+    assert httpx.get(f"{slow_tools_app['tools']}/calls").json() == calls_before + ["slow_lookup"], "the tool ran once"
     assert httpx.get(f"{slow_tools_app['url']}/responses/{run['runId']}").json()["status"] == "completed"
     expect(chat.send).to_be_enabled()
     chat.ask("Thanks")  # the conversation goes on

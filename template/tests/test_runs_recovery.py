@@ -69,11 +69,22 @@ class CuttingProxy:
             writer.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def tools() -> Iterator[str]:
-    TOOL_CALLS.clear()
     with ServerThread(mcp_tool_server().app) as url:
         yield json.dumps([{"name": "tools", "url": f"{url}/mcp"}])
+
+
+@pytest.fixture(scope="module")
+def app_with_tools(tools) -> Iterator[str]:
+    """One app for the tests that need not stop it."""
+    with StartedApp(app_env(LLM_PROVIDER="offline", MCP_SERVERS=tools)) as url:
+        yield url
+
+
+@pytest.fixture(autouse=True)
+def tool_calls() -> None:
+    TOOL_CALLS.clear()  # each test counts its own
 
 
 def port_of(url: str) -> int:
@@ -125,51 +136,64 @@ def test_a_run_longer_than_the_proxy_allows_completes_and_its_stream_resumes_exa
         assert TOOL_CALLS == ["slow_lookup", "slow_lookup"], "the cut request's call, and the run's: once each"
 
 
-@pytest.mark.parametrize("stop", ["kill", "sigterm"])
-def test_a_run_whose_process_stopped_is_resumed_and_no_tool_runs_twice(tools, stop):
-    """kill -9 (or SIGTERM, with a grace period shorter than the tool) while the tool runs; the app started again
-    on the same database resumes the run at once: the call that was running is answered as interrupted, and the
-    model goes on. The tool ran once."""
-    env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=tools, RUNS_SHUTDOWN_GRACE_SECONDS="1")
-    database = env["MEMORY_DATABASE_URL"]
-    first = StartedApp(env)
-    with first as url:
-        run_id = httpx.post(f"{url}/responses", json={**SLOW, "background": True}, timeout=30).json()["id"]
-        deadline = time.monotonic() + 20
-        while json.loads((run_status(database, run_id) or ("", "[]"))[1] or "[]") == []:
-            assert time.monotonic() < deadline, "the tool call never started"
-            time.sleep(0.05)
-        if stop == "kill":
-            first.process.kill()
-        else:
-            first.process.send_signal(signal.SIGTERM)
-        first.process.wait(15)
-    assert run_status(database, run_id)[0] == "in_progress", "not ended by the stop"
-    with StartedApp(env) as url:
-        started = time.monotonic()
-        events, _ = resumed_stream(url, run_id)
-        assert time.monotonic() - started < 30
+def stopped_mid_tool(app: StartedApp, database: str, stop: str) -> str:
+    """Start a background run on `app`, and stop the app (`kill` -9 or `sigterm`) while the run's tool runs."""
+    run_id = httpx.post(f"{app.url}/responses", json={**SLOW, "background": True}, timeout=30).json()["id"]
+    deadline = time.monotonic() + 20
+    while json.loads((run_status(database, run_id) or ("", "[]"))[1] or "[]") == []:
+        assert time.monotonic() < deadline, "the tool call never started"
+        time.sleep(0.05)
+    if stop == "kill":
+        app.process.kill()
+    else:
+        app.process.send_signal(signal.SIGTERM)
+    app.process.wait(15)
+    assert run_status(database, run_id)[0] == "in_progress", f"not ended by the {stop}"
+    return run_id
+
+
+def assert_resumed(url: str, run_id: str, stop: str) -> None:
+    started = time.monotonic()
+    events, _ = resumed_stream(url, run_id)
+    assert time.monotonic() - started < 30
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert [e["type"] for e in events].count("response.created") == 1
     final = events[-1]["response"]
     assert final["status"] == "completed", final["error"]
     assert "interrupted" in reply_text(final["output"]), "the model was told the running call was interrupted"
-    assert TOOL_CALLS == ["slow_lookup"], "the tool ran once"
+    assert TOOL_CALLS == ["slow_lookup"], f"after the {stop}, the tool ran once"
+    TOOL_CALLS.clear()
 
 
-def test_the_same_idempotency_key_at_once_and_after_runs_the_mcp_tool_once(tools):
+def test_a_run_whose_process_stopped_is_resumed_and_no_tool_runs_twice(tools):
+    """kill -9 while the tool runs, then SIGTERM (with a grace period shorter than the tool) while it runs again:
+    each time, the app started again on the same database resumes the run at once, the call that was running is
+    answered as interrupted, and the model goes on. Each run's tool ran once."""
+    env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=tools, RUNS_SHUTDOWN_GRACE_SECONDS="1")
+    database = env["MEMORY_DATABASE_URL"]
+    with (first := StartedApp(env)):
+        killed = stopped_mid_tool(first, database, "kill")
+    with (second := StartedApp(env)) as url:
+        assert_resumed(url, killed, "kill")
+        terminated = stopped_mid_tool(second, database, "sigterm")
+    with StartedApp(env) as url:
+        assert_resumed(url, terminated, "sigterm")
+
+
+def test_the_same_idempotency_key_at_once_and_after_runs_the_mcp_tool_once(app_with_tools):
     """Two identical keyed requests at once, and one after the first ended: one run, one call of the real MCP
     server's tool (tests/test_runs.py counts the model's calls too)."""
-    with StartedApp(app_env(LLM_PROVIDER="offline", MCP_SERVERS=tools)) as url:
-        key = {"Idempotency-Key": "retry-1"}
-        answers: list[httpx.Response] = []
-        at_once = [threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/invocations", json=SLOW,
-                   headers=key, timeout=60))) for _ in range(2)]  # fmt: skip
-        for thread in at_once:
-            thread.start()
-        for thread in at_once:
-            thread.join(60)
-        answers.append(httpx.post(f"{url}/invocations", json=SLOW, headers=key, timeout=60))
-        assert [answer.status_code for answer in answers] == [200, 200, 200]
-        assert len({answer.json()["id"] for answer in answers}) == 1
-        assert "The tool returned: late" in reply_text(answers[-1].json()["output"])
+    url = app_with_tools
+    key = {"Idempotency-Key": "retry-1"}
+    answers: list[httpx.Response] = []
+    at_once = [threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/invocations", json=SLOW,
+               headers=key, timeout=60))) for _ in range(2)]  # fmt: skip
+    for thread in at_once:
+        thread.start()
+    for thread in at_once:
+        thread.join(60)
+    answers.append(httpx.post(f"{url}/invocations", json=SLOW, headers=key, timeout=60))
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert len({answer.json()["id"] for answer in answers}) == 1
+    assert "The tool returned: late" in reply_text(answers[-1].json()["output"])
     assert TOOL_CALLS == ["slow_lookup"]

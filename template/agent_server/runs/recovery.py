@@ -1,10 +1,10 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """No run is left in progress when its process dies, and none is lost when the app stops.
 
-- Every HEARTBEAT_SECONDS (5 s) a process marks its runs as its own for HOLD_SECONDS (15 s) more, and picks up
-  its clients' cancels (made through another process).
+- Every heartbeat (half MEMORY_LEASE_RENEW_SECONDS: 5 s) a process marks its runs as its own for three beats
+  (15 s) more, and picks up its clients' cancels (made through another process).
 - In the same beat it claims runs whose holder stopped beating, on any instance that shares the database: a
-  run whose process died is claimed within HOLD_SECONDS + HEARTBEAT_SECONDS (20 s) of its last beat, and at once
+  run whose process died is claimed within four beats (20 s) of its last one, and at once
   by a process that starts on the same instance (its holder's process no longer runs, as for turn leases).
 - A claimed run is resumed from its finished items (execute.py), up to MAX_ATTEMPTS starts; or fails, saying
   that the server stopped, when it calls the model as the user (LLM_ON_BEHALF_OF_USER), whose token is gone.
@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import sqlalchemy as sa
 
-from agent_server import config
+from agent_server import config, memory
 from agent_server.errors import BadRequest
 from agent_server.memory import database, leases
 from agent_server.memory.store import Unavailable
@@ -34,8 +34,17 @@ from agent_server.runs.store import Run
 logger = logging.getLogger("agent_server.runs")
 
 T = TypeVar("T")
-HEARTBEAT_SECONDS = 5.0
-HOLD_SECONDS = 3 * HEARTBEAT_SECONDS
+BEATS_PER_HOLD = 3  # as for turn leases: a hold outlives two missed beats
+
+
+def heartbeat_seconds() -> float:
+    """Twice as often as turn leases are renewed: a dead process's run is resumed before its turn's lease is free."""
+    return memory.settings().lease_renew_seconds / 2
+
+
+def hold_seconds() -> float:
+    return heartbeat_seconds() * BEATS_PER_HOLD
+
 PRUNE_EVERY_SECONDS = 3600.0
 
 _beating: asyncio.Task[None] | None = None
@@ -81,7 +90,7 @@ async def close_runs() -> None:
 async def _keep_beating() -> None:
     last_prune = time.time()
     while True:
-        await asyncio.sleep(HEARTBEAT_SECONDS)
+        await asyncio.sleep(heartbeat_seconds())
         await beat()
         if time.time() - last_prune > PRUNE_EVERY_SECONDS:
             last_prune = time.time()
@@ -92,7 +101,7 @@ async def beat() -> None:
     """One heartbeat: this process's runs kept, their cancels picked up, orphans claimed."""
     now = time.time()
     if execute.RUNNING:
-        beating = store.heartbeat(leases.HOLDER, list(execute.RUNNING), now + HOLD_SECONDS)
+        beating = store.heartbeat(leases.HOLDER, list(execute.RUNNING), now + hold_seconds())
         cancelled: list[str] = await _safely(beating, [])
         for run_id in cancelled:
             live = execute.RUNNING.get(run_id)
@@ -106,7 +115,7 @@ async def _claim(orphans: list[Run]) -> None:
     for run in orphans:
         if run.id in execute.RUNNING:
             continue
-        if not await _safely(store.claim(run, leases.HOLDER, time.time() + HOLD_SECONDS), False):
+        if not await _safely(store.claim(run, leases.HOLDER, time.time() + hold_seconds()), False):
             continue  # another process took it first
         earlier = [data for _seq, data in await _all_events(run.id)]
         run.attempts += 1

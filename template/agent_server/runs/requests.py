@@ -39,7 +39,7 @@ from agent_server.memory.store import Unavailable
 from agent_server.request_guard import GUARDED_PATHS, read_body
 from agent_server.runs import events, execute, store
 from agent_server.runs.live import LiveRun, follow_stored
-from agent_server.runs.recovery import HOLD_SECONDS
+from agent_server.runs.recovery import hold_seconds
 from agent_server.runs.store import FINAL, Run
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII, no spaces: what a client's request id is
@@ -110,7 +110,7 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None) -> Respo
     now = time.time()
     new = Run(
         f"resp_{uuid.uuid4().hex}", owner, conversation_id, key, digest, body, bool(answer_as["background"]),
-        holder=HOLDER, heartbeat_until=now + HOLD_SECONDS, created_at=now,
+        holder=HOLDER, heartbeat_until=now + hold_seconds(), created_at=now,
     )  # fmt: skip
     found = await (await database.store()).run(store.create(new), write=True)
     if found.id != new.id:  # the key's run
