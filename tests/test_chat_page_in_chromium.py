@@ -724,10 +724,15 @@ def test_a_reload_mid_answer_resumes_the_run_with_nothing_lost_or_twice(slow_too
 
 
 def test_stop_cancels_the_run_and_the_conversation_keeps_its_prompt(slow_tools_app, browser_page):
+    calls_before = len(httpx.get(f"{slow_tools_app['tools']}/calls").json())
     chat = ChatPage(browser_page, slow_tools_app["url"])
     browser_page.fill("#prompt", "Please run slow_lookup")
     chat.send.click()
     run = pending_run(browser_page)
+    for _ in range(1500):  # Stop while the tool runs
+        if len(httpx.get(f"{slow_tools_app['tools']}/calls").json()) > calls_before:
+            break
+        browser_page.wait_for_timeout(20)
     stop = browser_page.get_by_role("button", name="Stop the answer")
     expect(stop).to_be_visible()
     stop.focus()

@@ -45,6 +45,7 @@ def heartbeat_seconds() -> float:
 def hold_seconds() -> float:
     return heartbeat_seconds() * BEATS_PER_HOLD
 
+
 PRUNE_EVERY_SECONDS = 3600.0
 
 _beating: asyncio.Task[None] | None = None

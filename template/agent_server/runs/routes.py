@@ -83,8 +83,8 @@ async def _described(run: Run) -> Response:
     live = execute.RUNNING.get(run.id)
     output = live.output() if live is not None else await stored_output(run.id)
     described = events.response_object(run, output)
-    if run.error is not None:
-        return JSONResponse({**run.error["body"], **described}, status_code=run.error["status"])
+    if run.error is not None and run.status == "failed":  # not before its end: a run that saw an error may still be
+        return JSONResponse({**run.error["body"], **described}, status_code=run.error["status"])  # ending
     return JSONResponse(described)
 
 
