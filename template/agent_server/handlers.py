@@ -177,8 +177,9 @@ async def _streamed_run(
             elif data.type == "response.output_text.delta":
                 yield stream_event("response.output_text.delta", item_id=message_id, delta=data.delta)
         elif isinstance(event, RunItemStreamEvent):
-            if isinstance(event.item, ToolCallItem) and (started := to_output_item(event.item.raw_item)) is not None:
-                await request_state.tool_call_started(started)
+            if isinstance(event.item, ToolCallItem) and (told := request_state.tool_call_hook()) is not None:
+                if (started := to_output_item(event.item.raw_item)) is not None:  # only for a background run
+                    await told(started)
             own_id = message_id if isinstance(event.item, MessageOutputItem) else None
             for item in output.add(event.item.raw_item, message_id=own_id):
                 done.append(item)

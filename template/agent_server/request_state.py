@@ -23,7 +23,7 @@ from agent_server.errors import ModelFailure
 if TYPE_CHECKING:
     from agent_server.memory import Turn
 
-__all__ = ["ModelFailure", "RequestState", "begin", "current", "record_failure", "record_input"]
+__all__ = ["ModelFailure", "RequestState", "begin", "current", "record_failure", "record_input", "tool_call_hook"]
 
 
 @dataclass
@@ -60,11 +60,11 @@ def record_input(items: list[Any], has_instructions: bool) -> None:
         state.model.model_input, state.model.system_messages = items, int(has_instructions)
 
 
-async def tool_call_started(item: dict[str, Any]) -> None:
-    """Called by the stream handler as a tool call starts (its item goes out only with its output)."""
+def tool_call_hook() -> Callable[[dict[str, Any]], Awaitable[None]] | None:
+    """What the stream handler tells of each tool call as it starts (its item goes out only with its output):
+    a background run's recorder, or None."""
     state = _current.get()
-    if state is not None and state.on_tool_call is not None:
-        await state.on_tool_call(item)
+    return state.on_tool_call if state is not None else None
 
 
 def record_failure(error: BaseException) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Scope
 
-from agent_server import config, llm, memory
+from agent_server import config, memory
 from agent_server.asgi import replaying
 from agent_server.errors import BadRequest, client_param, error_body, status_and_message
 from agent_server.memory import database
@@ -28,7 +28,7 @@ from agent_server.memory.leases import HOLDER
 from agent_server.memory.store import Unavailable
 from agent_server.request_guard import STATE_KEY, TOOL_CALL_KEY, checked_body
 from agent_server.runs import events, store
-from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed, stop_flushing
+from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed
 from agent_server.runs.store import Run
 
 logger = logging.getLogger("agent_server.runs")
@@ -187,7 +187,7 @@ async def end(live: LiveRun) -> None:
         await live.push(events.terminal(run, live.output()))
     except StreamTooLong:
         pass
-    await stop_flushing(live)
+    await live.flush_all()
     if not live.started.done():  # it failed before it began: the request that made it answers with the run
         live.started.set_result(None)
     try:
@@ -213,7 +213,7 @@ async def _forget(live: LiveRun) -> None:
 
 
 async def _hand_over(live: LiveRun) -> None:
-    await stop_flushing(live)
+    await live.flush_all()
     with contextlib.suppress(Unavailable, BadRequest):
         await (await database.store()).run(store.hand_over(HOLDER, [live.run.id]), write=True)
     live.close()
@@ -236,7 +236,3 @@ async def _keep_partial_turn(live: LiveRun, headers: Mapping[str, str]) -> None:
                 await turn.end()
     except (BadRequest, memory.MemoryFailure) as error:
         logger.warning("runs: the cancelled run %s's partial turn was not kept: %s", live.run.id, error)
-
-
-def needs_user_token() -> bool:
-    return llm.needs_user_token()

@@ -97,6 +97,14 @@ class LiveRun:
             self.stored = first + len(pending)
             self._status_written = status or self._status_written
 
+    async def flush_all(self) -> None:
+        """The batch waiting for its time, written now: the run ends, or goes to another process."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        await self.flush()
+
     async def _flush_soon(self) -> None:
         try:
             await asyncio.sleep(FLUSH_SECONDS)
@@ -138,14 +146,6 @@ async def follow_stored(run_id: str, owner: str, cursor: int, running: dict[str,
 def error_event(status: int, body: dict[str, Any]) -> dict[str, Any]:
     """The stream's error event: the app's one error shape, and the status the synchronous path answers."""
     return {"type": "error", "status": status, "error": body["error"]}
-
-
-async def stop_flushing(live: LiveRun) -> None:
-    if live._flusher is not None:
-        live._flusher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await live._flusher
-    await live.flush()
 
 
 def parsed(data: str) -> Any:

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import sqlalchemy as sa
 
-from agent_server import config, memory
+from agent_server import config, llm, memory
 from agent_server.errors import BadRequest
 from agent_server.memory import database, leases
 from agent_server.memory.store import Unavailable
@@ -122,7 +122,7 @@ async def _claim(orphans: list[Run]) -> None:
         run.attempts += 1
         if run.attempts > execute.MAX_ATTEMPTS:
             await execute.fail_stopped(run, earlier, f"it was started {execute.MAX_ATTEMPTS} times.")
-        elif execute.needs_user_token():
+        elif llm.needs_user_token():
             await execute.fail_stopped(run, earlier, "it calls the model as the user, whose token is gone.")
         else:
             logger.info("runs: resuming run %s (start %d) after %d events", run.id, run.attempts, len(earlier))

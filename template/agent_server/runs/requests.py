@@ -163,11 +163,8 @@ async def stored_output(run_id: str) -> list[dict[str, Any]]:
     return events.output_items(found)
 
 
-def follow(run: Run, cursor: int) -> AsyncIterator[bytes]:
-    return _then_done(run, cursor)
-
-
-async def _then_done(run: Run, cursor: int) -> AsyncIterator[bytes]:
+async def follow(run: Run, cursor: int) -> AsyncIterator[bytes]:
+    """The run's events after `cursor` as server-sent events, live while it runs, then `[DONE]`."""
     live = execute.RUNNING.get(run.id)
     source = live.follow(cursor) if live is not None else follow_stored(run.id, run.owner, cursor, execute.RUNNING)
     async for framed in source:
