@@ -28,6 +28,7 @@ import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream h
 from agent_server import agent, logs, mcp_connections, mcp_servers, memory, tracing
 from agent_server.browser_guard import BrowserGuard
 from agent_server.error_responses import OneErrorShape, UpstreamErrors
+from agent_server.feedback import router as feedback_router
 from agent_server.health import HealthCheck
 from agent_server.memory.api import router as conversations_router
 from agent_server.request_guard import RequestGuard
@@ -77,6 +78,7 @@ async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
 app.router.lifespan_context = _lifespan
 app.include_router(conversations_router)
 app.include_router(runs_router)
+app.include_router(feedback_router)
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

@@ -84,8 +84,7 @@ def flag(name: str, raw: str) -> bool:
     return raw.lower() in ("1", "true", "yes")
 
 
-def is_set(name: str, raw: str) -> bool:
-    """Whether a secret is there; its value is left to the library that uses it."""
+def is_set(name: str, raw: str) -> bool:  # whether a secret is there; its value is left to the library that uses it
     return True
 
 
@@ -145,11 +144,6 @@ class Deployment:
             return self.host or "0.0.0.0", self.databricks_app_port, "DATABRICKS_APP_PORT"
         return self.host or "127.0.0.1", self.port, "PORT"
 
-    @property
-    def where(self) -> str:
-        """What makes this a deployment, for messages."""
-        return "DATABRICKS_APP_NAME is set" if self.on_databricks_apps else "APP_ENV=production"
-
 
 @dataclass(frozen=True)
 class LLMSettings:
@@ -205,6 +199,7 @@ class TraceLimits:
     payload_chars: int = setting("TRACE_PAYLOAD_MAX_CHARS", number(integer=True), 20_000, "longer: a preview")
     max_bytes: int = setting("TRACES_MAX_MB", number(integer=True, scale=MIB), 200 * MIB, "the local trace store")
     max_age_seconds: float = setting("TRACES_MAX_AGE_DAYS", number(scale=86400), 7 * 86400.0, "local traces' age")
+    feedback_chars: int = setting("FEEDBACK_MAX_COMMENT_CHARS", number(integer=True), 2000, "a feedback comment")
 
 
 @dataclass(frozen=True)
@@ -251,6 +246,11 @@ class RunSettings:  # background runs and idempotent requests (agent_server/runs
     grace_seconds: float = setting("RUNS_SHUTDOWN_GRACE_SECONDS", number(allow_zero=True), 20.0, "then hand over")
 
 
+@dataclass(frozen=True)
+class EvaluationSettings:  # `uv run evaluate` (agent_server/evaluation/); --judge wins
+    judge_model: str = setting("EVAL_JUDGE_MODEL", text, "", "the judges' model: `offline`, or as MLflow names one")
+
+
 class Group(Generic[G]):
     """A group of settings, parsed from the snapshot the first time it is asked for, then kept."""
 
@@ -280,6 +280,7 @@ class Settings:
     logs = Group(LogSettings)
     memory = Group(MemoryVariables)
     runs = Group(RunSettings)
+    evaluation = Group(EvaluationSettings)
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)

@@ -98,7 +98,7 @@ def for_this_request(owners_agent: Agent, servers: list[Any]) -> Agent:
 @invoke()
 async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentResponse:
     turn = _turn()
-    tracing.name_conversation(turn)
+    extra = _custom_outputs(turn)
     history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:
         ran = await approved_calls.run_approved(history, servers)
@@ -116,9 +116,16 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
     waiting = await cpu_work(not result.interruptions, approval_requests, request, result.interruptions)
     answer = [*ran, *items, *finished(output, waiting)]
     await _stored(turn, answer)
-    return ResponsesAgentResponse.model_validate(
-        {"output": answer, "custom_outputs": turn.custom_outputs() if turn else None}
-    )
+    return ResponsesAgentResponse.model_validate({"output": answer, "custom_outputs": extra})
+
+
+def _custom_outputs(turn: memory.Turn | None) -> dict[str, str] | None:
+    """What every answer carries beside its items: the conversation's id (`session_id`, with memory on) and the
+    trace's (`trace_id`, unless tracing sampled this request out), for feedback on it (feedback.py)."""
+    state = request_state.current()
+    trace_id = tracing.tag_trace(state.owner if state else None, turn.conversation_id if turn else None)
+    extra = {**(turn.custom_outputs() if turn else {}), **({"trace_id": trace_id} if trace_id else {})}
+    return extra or None
 
 
 def _turn() -> memory.Turn | None:
@@ -140,8 +147,7 @@ async def _stored(turn: memory.Turn | None, answer: list[dict[str, Any]]) -> Non
 @stream()
 async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[ResponsesAgentStreamEvent]:
     turn = _turn()
-    tracing.name_conversation(turn)
-    extra = turn.custom_outputs() if turn else None
+    extra = _custom_outputs(turn)
     answer: list[dict[str, Any]] = []
     history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:

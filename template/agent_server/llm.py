@@ -64,8 +64,9 @@ def refuse_offline_when_deployed(current: config.Settings | None = None) -> None
     """A deployed app serves the offline model only when told to, never by falling back to a default."""
     current = current or config.settings()
     if current.deployment.deployed and not current.model_calls.allow_offline:
+        where = "DATABRICKS_APP_NAME is set" if current.deployment.on_databricks_apps else "APP_ENV=production"
         raise ConfigurationError(
-            f"LLM_PROVIDER=offline in a deployed app ({current.deployment.where}): the built-in offline model only "
+            f"LLM_PROVIDER=offline in a deployed app ({where}): the built-in offline model only "
             "gives canned answers. Set LLM_PROVIDER to databricks or openai (with LLM_MODEL), or set "
             "LLM_ALLOW_OFFLINE=true to serve the offline model on purpose."
         )

@@ -70,6 +70,7 @@ class RequestGuard(HttpMiddleware):
             request_state.begin(state)
             scope[STATE_KEY] = state  # for a background run, which runs this request on a task of its own
             state.on_tool_call = scope.get(TOOL_CALL_KEY)
+            state.owner = turn.owner if turn is not None else caller(headers)
             await _until_disconnect(self.app, scope, ready, receive, send)
         finally:
             if turn is not None:
@@ -128,6 +129,15 @@ def prepared_body(
         refused_approvals=[index - history.stored for index in refused],
     )
     return ready, state
+
+
+def caller(headers: Headers) -> str | None:
+    """With memory off, the caller's identity as memory would read it, for the trace (feedback checks it there);
+    None when the request names none or names it badly: nothing is stored by it, so that is no reason to refuse."""
+    try:
+        return memory.owner_of(headers)
+    except BadRequest:
+        return None
 
 
 def check_user_token(headers: Headers) -> None:

@@ -2,7 +2,8 @@
 """What one /invocations or /responses request carries from the request guard to the handlers, in one object.
 
     request guard (request_guard.py)   begin(RequestState(...))   once the body is checked and rendered
-    handlers (handlers.py)              current()                  the history, the memory turn, the approvals
+    handlers (handlers.py)              current()                  the history, the memory turn, the approvals,
+                                                                   the caller's identity
     handlers                            record_input, record_failure   what the model ran on, and how it failed
     UpstreamErrors (error_responses.py) current().model            the failure's status, naming the client's item
 
@@ -35,6 +36,7 @@ class RequestState:
     # conversation), so that an error about an item names the one the client sent.
     sources: list[int | None]
     turn: Turn | None = None  # with conversation memory on: the turn, started by the guard and ended by it
+    owner: str | None = None  # the caller's identity (memory.owner_of), which the trace records; None: none given
     refused_approvals: list[int] = field(default_factory=list)  # client items: approvals the app did not sign
     model: ModelFailure = field(default_factory=ModelFailure)
     # A background run's: told of each tool call as it starts, before its output exists (runs/execute.py)

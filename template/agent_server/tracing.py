@@ -134,29 +134,30 @@ def _installed(name: str) -> bool:
         return False  # a parent package is not there
 
 
-def records_nothing(env: Mapping[str, str]) -> bool:
+def records_nothing(env: Mapping[str, str] | None = None) -> bool:
     """MLFLOW_TRACE_SAMPLING_RATIO=0: MLflow samples no request. A value MLflow cannot read is left to MLflow."""
+    env = os.environ if env is None else env
     try:
         return float(env.get("MLFLOW_TRACE_SAMPLING_RATIO") or 1) <= 0
     except ValueError:
         return False
 
 
-def name_conversation(turn: Any) -> None:
-    """Tag the current trace with its conversation and owner (MLflow's session and user metadata), so
-    the MLflow UI groups a conversation's traces. `turn` is a memory.Turn, or None with memory off."""
-    if turn is None:
-        return
+def tag_trace(owner: str | None, conversation_id: str | None) -> str | None:
+    """Tag the current trace with its owner and conversation (MLflow's user and session metadata), so the
+    MLflow UI groups a conversation's traces and feedback can check whose a trace is (feedback.py); and return
+    its id, which every answer carries as `custom_outputs.trace_id`. None: this request is not traced."""
     import mlflow  # already imported by the server that calls this
 
-    if mlflow.get_current_active_span() is None:
-        return  # this request is not traced (MLFLOW_TRACE_SAMPLING_RATIO): MLflow would warn on every request
+    span = mlflow.get_current_active_span()
+    if span is None:
+        return None  # not traced (MLFLOW_TRACE_SAMPLING_RATIO): MLflow would warn on every update
+    tags = {"mlflow.trace.user": owner, "mlflow.trace.session": conversation_id}
     try:
-        mlflow.update_current_trace(
-            metadata={"mlflow.trace.session": turn.conversation_id, "mlflow.trace.user": turn.owner}
-        )
+        mlflow.update_current_trace(metadata={key: value for key, value in tags.items() if value is not None})
     except Exception as error:  # tracing must never fail a request
-        logger.debug("could not tag the trace with its conversation: %s", error)
+        logger.debug("could not tag the trace with its owner and conversation: %s", error)
+    return str(span.trace_id)
 
 
 def flush() -> None:

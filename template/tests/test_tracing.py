@@ -139,15 +139,19 @@ def test_a_traced_request_searches_for_no_module(app_client, stream):
     assert recorder.looked_up == []
 
 
-def test_an_untraced_request_with_memory_on_logs_no_warning(tmp_path):
+def test_an_untraced_request_with_memory_on_logs_no_warning_and_feedback_says_why_there_is_no_trace(tmp_path):
     """With nothing sampled, naming the conversation on a trace that does not exist made MLflow warn
-    ("No active trace found") on every request."""
+    ("No active trace found") on every request. The answer names no trace, and feedback says why (feedback.py)."""
     env = app_env(LLM_PROVIDER="offline", MLFLOW_TRACE_SAMPLING_RATIO="0", HOME=str(tmp_path))
     started = StartedApp(env)
     with started as url, httpx.Client(base_url=url, timeout=60) as client:
         chat = Chat(client, stream=False)
         for chat.stream in (False, True):
             assert "I saw" in reply_text(chat.send("Hello"))
+        answer = client.post("/invocations", json={"input": [{"role": "user", "content": "Hello"}]}).json()
+        assert "trace_id" not in answer["custom_outputs"], answer
+        feedback = client.post("/feedback", json={"trace_id": "tr-" + "a" * 32, "value": True})
+        assert feedback.status_code == 404 and "MLFLOW_TRACE_SAMPLING_RATIO=0" in feedback.text, feedback.text
     assert "conversations kept in" in started.output and "sqlite" in started.output.lower(), started.output
     assert "No active trace" not in started.output, started.output
 

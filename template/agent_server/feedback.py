@@ -1,0 +1,123 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Users' thumbs up and down on answers, kept where the answers' traces are: as MLflow assessments.
+
+    POST /feedback   {"trace_id": "tr-...", "value": true, "comment": "optional"}
+                     200 {"trace_id", "assessment_id", "value", "comment", "replaced"}
+
+Every answer carries its trace's id (`custom_outputs.trace_id`, handlers.py). The feedback is recorded with
+`mlflow.log_feedback` as a `user_feedback` assessment whose source is HUMAN with the caller's identity (the
+one conversation memory reads: memory.owner_of), the same name and source the Databricks chat UI uses, so
+`mlflow.search_traces` and `uv run evaluate --from-feedback` read both alike. One per user per trace: a
+second answer replaces the first (`mlflow.update_assessment`).
+
+A trace is the caller's when its `mlflow.trace.user` (tracing.tag_trace) is the caller: any other trace,
+an unknown one included, is a 404 that says nothing about whose it is. With MLFLOW_TRACE_SAMPLING_RATIO=0
+there are no traces, and the 404 says so. MLflow's calls block (a file store, or a tracking server), so
+the route runs in FastAPI's thread pool, off the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from agent_server import config, memory, tracing
+from agent_server.errors import BadRequest, error_response, quoted
+
+router = APIRouter(include_in_schema=False)
+
+NAME = "user_feedback"
+# MLflow's trace ids (`tr-` and 32 hex digits), or Unity Catalog's `trace:/<catalog>.<schema>/<id>`: nothing
+# that could name a path in a file store.
+TRACE_ID = re.compile(r"tr-[0-9a-f]{32}|trace:/[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*/[A-Za-z0-9_-]{1,64}")
+FIELDS = ("trace_id", "value", "comment")
+
+
+@router.post("/feedback")
+async def give_feedback(request: Request) -> Response:
+    try:
+        owner = memory.owner_of(request.headers)
+        trace_id, value, comment = checked(parsed(await request.body()))
+    except BadRequest as error:
+        return error_response(error.status, str(error), error.param)
+    if tracing.records_nothing():
+        return error_response(
+            404, "This app keeps no traces (MLFLOW_TRACE_SAMPLING_RATIO=0), so there is no answer to give feedback on."
+        )
+    return await run_in_threadpool(_recorded, trace_id, owner, value, comment)
+
+
+def _recorded(trace_id: str, owner: str, value: bool, comment: str | None) -> Response:
+    trace = _owned_trace(trace_id, owner)
+    if trace is None:
+        return error_response(404, f"You have no answer with the trace id {quoted(trace_id)}.", "trace_id")
+    assessment, replaced = record(trace, owner, value, comment)
+    return JSONResponse(
+        {
+            "trace_id": trace_id,
+            "assessment_id": assessment.assessment_id,
+            "value": value,
+            "comment": comment,
+            "replaced": replaced,
+        }
+    )
+
+
+def parsed(raw: bytes) -> Any:
+    limit = 4 * config.settings().traces.feedback_chars + 4096  # the comment, however escaped, and the rest
+    if len(raw) > limit:
+        raise BadRequest(f"The feedback body is {len(raw)} bytes; at most {limit}.", status=413)
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise BadRequest("The body must be JSON.") from None
+
+
+def checked(body: Any) -> tuple[str, bool, str | None]:
+    """(trace_id, value, comment) of a feedback body, or BadRequest naming what is wrong."""
+    if not isinstance(body, dict):
+        raise BadRequest('The body must be a JSON object: {"trace_id": "...", "value": true or false, "comment"?}.')
+    if unknown := sorted(set(body) - set(FIELDS)):
+        raise BadRequest(f"Unknown field {quoted(unknown[0])}: feedback has {', '.join(FIELDS)}.", param=unknown[0])
+    trace_id, value, comment = body.get("trace_id"), body.get("value"), body.get("comment")
+    if not isinstance(trace_id, str) or not TRACE_ID.fullmatch(trace_id):
+        raise BadRequest("'trace_id' must be the trace id an answer carries (custom_outputs.trace_id).", "trace_id")
+    if not isinstance(value, bool):
+        raise BadRequest("'value' must be true (a good answer) or false (a bad one).", param="value")
+    if comment is not None and not isinstance(comment, str):
+        raise BadRequest("'comment' must be text.", param="comment")
+    limit = config.settings().traces.feedback_chars
+    if comment is not None and len(comment) > limit:
+        message = f"'comment' is {len(comment)} characters; at most FEEDBACK_MAX_COMMENT_CHARS={limit}."
+        raise BadRequest(message, param="comment", status=413)
+    return trace_id, value, comment or None
+
+
+def _owned_trace(trace_id: str, owner: str) -> Any:
+    """The trace, if it is the owner's; None for any other (unknown, another identity's, or not the app's)."""
+    import mlflow
+
+    # flush: an answer's trace may still be queued for export (tracing.py exports in the background)
+    trace = mlflow.get_trace(trace_id, silent=True, flush=True)
+    if trace is None or trace.info.trace_metadata.get("mlflow.trace.user") != owner:
+        return None
+    return trace
+
+
+def record(trace: Any, owner: str, value: bool, comment: str | None) -> tuple[Any, bool]:
+    """The caller's feedback on the trace, logged or replacing their earlier one; and whether it replaced one."""
+    import mlflow
+    from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback
+
+    source = AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id=owner)
+    trace_id = trace.info.trace_id
+    for earlier in trace.info.assessments or []:
+        if earlier.name == NAME and earlier.source.source_id == owner and earlier.valid is not False:
+            replacement = Feedback(name=NAME, value=value, rationale=comment, source=source)
+            return mlflow.update_assessment(trace_id, earlier.assessment_id, replacement), True
+    return mlflow.log_feedback(trace_id=trace_id, name=NAME, value=value, rationale=comment, source=source), False

@@ -1,0 +1,112 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""Feedback on answers (agent_server/feedback.py): every answer carries its trace id, and POST /feedback
+records a `user_feedback` assessment on that trace, read back here from the local MLflow store. With tracing
+sampled out: tests/test_tracing.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import mlflow
+import pytest
+from conftest import AppSettings
+from fastapi.testclient import TestClient
+from support import sse_events
+
+ADA, BOB = "ada@example.com", "bob@example.com"
+
+
+def serve(app_settings: AppSettings, memory: str, tmp_path) -> TestClient:
+    """The app on the offline model, its callers named by a header: the trace records the caller, memory on or off."""
+    app_settings.setenv("LLM_PROVIDER", "offline")
+    app_settings.setenv("LLM_MODEL", "offline")
+    app_settings.setenv("MEMORY_BACKEND", memory)
+    app_settings.setenv("MEMORY_DATABASE_URL", str(tmp_path / "conversations.db"))
+    app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
+    from agent_server.app import app
+
+    return TestClient(app, headers={"x-test-user": ADA})
+
+
+@pytest.fixture(params=["sqlite", "none"])
+def either_client(request: pytest.FixtureRequest, app_settings: AppSettings, tmp_path) -> Iterator[TestClient]:
+    with serve(app_settings, request.param, tmp_path) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def client(app_settings: AppSettings, tmp_path) -> Iterator[TestClient]:
+    with serve(app_settings, "sqlite", tmp_path) as test_client:
+        yield test_client
+
+
+def answer_trace_id(client: TestClient, stream: bool) -> str:
+    body = {"input": [{"role": "user", "content": "hello"}], "stream": stream}
+    response = client.post("/invocations", json=body)
+    assert response.status_code == 200, response.text
+    if stream:
+        done = [event for event in sse_events(response.text) if event.get("type") == "response.output_item.done"]
+        ids = {event["custom_outputs"]["trace_id"] for event in done}
+        assert len(ids) == 1, done  # every item of one answer names the one trace
+        return ids.pop()
+    return str(response.json()["custom_outputs"]["trace_id"])
+
+
+def user_feedback(trace_id: str) -> list[mlflow.entities.Assessment]:
+    trace = mlflow.get_trace(trace_id)
+    return [a for a in trace.info.assessments if a.name == "user_feedback" and a.valid is not False]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_feedback_on_an_answer_is_a_user_feedback_assessment_on_its_trace(either_client, stream):
+    trace_id = answer_trace_id(either_client, stream)
+    response = either_client.post("/feedback", json={"trace_id": trace_id, "value": False, "comment": "Wrong city."})
+    assert response.status_code == 200, response.text
+    assert response.json()["replaced"] is False
+    [feedback] = user_feedback(trace_id)
+    assert (feedback.value, feedback.rationale) == (False, "Wrong city.")
+    assert (feedback.source.source_type, feedback.source.source_id) == ("HUMAN", ADA)
+
+
+def test_feedback_is_one_per_user_and_a_second_replaces_the_first(client):
+    trace_id = answer_trace_id(client, stream=False)
+    assert client.post("/feedback", json={"trace_id": trace_id, "value": False}).status_code == 200
+    again = client.post("/feedback", json={"trace_id": trace_id, "value": True, "comment": "Better on reflection."})
+    assert again.status_code == 200 and again.json()["replaced"] is True, again.text
+    [feedback] = user_feedback(trace_id)
+    assert (feedback.value, feedback.rationale, feedback.source.source_id) == (True, "Better on reflection.", ADA)
+
+
+def test_another_identity_gets_a_404_for_a_trace_not_theirs(either_client):
+    client = either_client
+    trace_id = answer_trace_id(client, stream=False)
+    response = client.post("/feedback", json={"trace_id": trace_id, "value": True}, headers={"x-test-user": BOB})
+    assert response.status_code == 404, response.text
+    assert "You have no answer" in response.json()["error"]["message"]
+    assert user_feedback(trace_id) == []
+    unknown = client.post("/feedback", json={"trace_id": "tr-" + "0" * 32, "value": True})
+    assert unknown.status_code == 404  # the same answer for a trace that does not exist: nothing is told
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "names"),
+    [
+        ([], 400, "JSON object"),
+        ({"trace_id": "tr-" + "a" * 32}, 400, "'value'"),
+        ({"trace_id": "tr-" + "a" * 32, "value": "yes"}, 400, "'value'"),
+        ({"trace_id": "../../etc", "value": True}, 400, "'trace_id'"),
+        ({"trace_id": 7, "value": True}, 400, "'trace_id'"),
+        ({"trace_id": "tr-" + "a" * 32, "value": True, "comment": 3}, 400, "'comment'"),
+        ({"trace_id": "tr-" + "a" * 32, "value": True, "comment": "x" * 2001}, 413, "FEEDBACK_MAX_COMMENT_CHARS"),
+        ({"trace_id": "tr-" + "a" * 32, "value": True, "score": 5}, 400, "'score'"),
+    ],
+)
+def test_bad_feedback_is_a_4xx_that_names_the_problem(client, body, status, names):
+    response = client.post("/feedback", json=body)
+    assert response.status_code == status, response.text
+    assert names in response.json()["error"]["message"]
+
+
+def test_feedback_without_an_identity_is_a_401(client):
+    response = client.post("/feedback", json={"trace_id": "tr-" + "a" * 32, "value": True}, headers={"x-test-user": ""})
+    assert response.status_code == 401, response.text
