@@ -52,6 +52,11 @@ BOUNDED_EXPORT = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",  # MLflow's 7 retries keep a dead back end busy for minutes
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",  # seconds; a back end that never answers costs at most this
+    # MLflow prices each traced model call from a model catalog it downloads from a public host, once a process
+    # (mlflow/utils/providers.py, 3.17). Empty: no request leaves for a host the app was never told of, and an
+    # offline machine does not wait on its retries; traces then carry no cost estimate (mlflow-skinny ships no
+    # catalog of its own). Set the variable to the catalog's address to have them.
+    "MLFLOW_MODEL_CATALOG_URI": "",
 }
 
 

@@ -46,6 +46,16 @@ def test_a_request_is_one_trace_with_the_agent_run_and_tool_call_inside(app_clie
     assert trace.info.state.value == "OK"
 
 
+def test_pricing_a_traced_model_call_downloads_no_catalog(monkeypatch):
+    """MLflow (3.17) prices each model call from a catalog it fetches from a public host; the app fetches none."""
+    from mlflow.utils import providers
+
+    monkeypatch.setenv("MLFLOW_MODEL_CATALOG_URI", tracing_environment({})["MLFLOW_MODEL_CATALOG_URI"])
+    monkeypatch.setattr(providers, "_fetch_http_provider", lambda *args: pytest.fail("fetched the model catalog"))
+    assert providers._fetch_remote_provider("openai") is None
+    providers._load_provider("openai")  # what a traced call's price lookup does: no fetch
+
+
 def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
     """Export is asynchronous and bounded: requests answer, and the app still stops when asked."""
     # Bound but never listening: connections are refused, and no server another test starts can take the port.
