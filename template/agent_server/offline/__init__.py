@@ -7,8 +7,9 @@ validated the way the real OpenAI API validates it, so a history bug (an unknown
 `null` where a string belongs, a tool output without its call) fails offline with the same
 400 it would get in production, instead of passing here and failing there.
 
-One concern per module: replies.py (what it says), chat_format.py and responses_format.py
-(the two wire formats), validation.py (the strict checks), server.py (the ASGI app and its CLI).
+One concern per module: replies.py (what it says), judging.py (its verdicts, as a judge that is asked for
+structured output), chat_format.py and responses_format.py (the two wire formats), validation.py (the
+strict checks), server.py (the ASGI app and its CLI).
 
 The reply is computed from the conversation: it either calls a tool the latest user turn
 names (or `get_current_time` when it mentions the time), or says

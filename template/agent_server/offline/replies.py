@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_server.config import OFFLINE_CALL_ID_STYLES
+from agent_server.offline import judging
 
 CALL_ID_STYLES = OFFLINE_CALL_ID_STYLES
 
@@ -40,13 +41,25 @@ class Answer:
 
 
 def chat_answer(body: dict[str, Any]) -> Answer:
+    if (schema := judging.requested_schema(body)) is not None:
+        return structured_answer(body["messages"], schema)
     tools = [tool["function"]["name"] for tool in _offered_function_tools(body)]
     return answer(body["messages"], chat_turns(body["messages"]), tools, body.get("tool_choice") == "required")
 
 
 def responses_answer(body: dict[str, Any]) -> Answer:
+    if (schema := judging.requested_schema(body)) is not None:
+        return structured_answer(body["input"], schema)
     tools = [tool["name"] for tool in _offered_function_tools(body)]
     return answer(body["input"], responses_turns(body["input"]), tools, body.get("tool_choice") == "required")
+
+
+def structured_answer(history: str | list[dict[str, Any]], schema: dict[str, Any]) -> Answer:
+    """An answer that follows the JSON schema the request asks for, as a judge's (offline/judging.py): read from
+    every message, the system's too."""
+    said = [history] if isinstance(history, str) else [_content_text(item.get("content")) for item in history]
+    text = judging.structured_text(schema, "\n".join(said))
+    return Answer(text, (), request_digest(history), token_count(json.dumps(history)), token_count(text))
 
 
 def _offered_function_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
