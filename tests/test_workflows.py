@@ -137,7 +137,9 @@ def test_every_workflow_has_minimal_top_level_permissions():
         assert set(workflow["permissions"].values()) <= {"read"}, f"{path.name}: {workflow['permissions']}"
         for job_name, job in workflow["jobs"].items():
             granted = {scope for scope, level in job.get("permissions", {}).items() if level == "write"}
-            allowed = {"id-token"} if (path.name, job_name) == ("deploy.yml", "deploy") else set()
+            # The jobs that sign in to the workspace: the deploy, and the evaluation on its model.
+            signs_in = path.name == "deploy.yml" and job_name in ("deploy", "evaluate")
+            allowed = {"id-token"} if signs_in else set()
             assert granted <= allowed, f"{path.name} {job_name} may write {granted - allowed}"
 
 
@@ -156,7 +158,7 @@ def test_every_install_takes_the_dev_group():
         for step in steps(load(path)):
             for command in re.findall(r"uv sync[^\n]*", step.get("run", "")):
                 assert command == "uv sync --locked --group dev", f"{path.name}: {command}"
-    deploy = [step.get("run", "") for step in steps(load(GITHUB / "workflows" / "deploy.yml"))]
+    deploy = [step.get("run", "") for step in load(GITHUB / "workflows" / "deploy.yml")["jobs"]["deploy"]["steps"]]
     assert "uv lock --check" in deploy
     assert not [run for run in deploy if "uv sync" in run], "deploy installs nothing: the Apps runtime does"
 
@@ -206,6 +208,10 @@ def test_deploy_runs_the_tests_first_and_signs_in_with_github_oidc():
     assert job["env"]["DATABRICKS_TOKEN_AUDIENCE"] == "https://github.com/${{ github.repository_owner }}"
     assert "secrets." not in text and "CLIENT_SECRET" not in text, "no stored secret"
     assert job["concurrency"] == {"group": "deploy-prod", "cancel-in-progress": False}
+    evaluate = deploy["jobs"]["evaluate"]  # optional: only with the variable that names the model
+    assert (evaluate["needs"], evaluate["if"]) == ("deploy", "vars.EVALUATE_MODEL != ''")
+    assert evaluate["env"]["DATABRICKS_AUTH_TYPE"] == "github-oidc" and evaluate["environment"] == "prod"
+    assert "uv run evaluate" in [step.get("run") for step in evaluate["steps"]]
 
 
 def test_dependabot_keeps_the_pins_and_the_lock_current():
