@@ -110,3 +110,25 @@ def test_bad_feedback_is_a_4xx_that_names_the_problem(client, body, status, name
 def test_feedback_without_an_identity_is_a_401(client):
     response = client.post("/feedback", json={"trace_id": "tr-" + "a" * 32, "value": True}, headers={"x-test-user": ""})
     assert response.status_code == 401, response.text
+
+
+def test_a_thumbs_down_conversation_becomes_a_case_of_the_evaluation_set(client, tmp_path):
+    """`uv run evaluate --from-feedback`: the conversation up to the disliked answer, as a case cases.load reads."""
+    from agent_server.evaluation import cases, from_feedback
+
+    first = client.post("/invocations", json={"input": [{"role": "user", "content": "My city is Lyon."}]}).json()
+    conversation = {"conversation_id": first["custom_outputs"]["session_id"]}
+    second = client.post(
+        "/invocations", json={"input": [{"role": "user", "content": "Weather there?"}], "context": conversation}
+    ).json()
+    trace_id = second["custom_outputs"]["trace_id"]
+    assert (
+        client.post("/feedback", json={"trace_id": trace_id, "value": False, "comment": "No weather."}).status_code
+        == 200
+    )
+    path = tmp_path / "from_feedback.yaml"
+    assert from_feedback.write_cases(path, since_days=1) == 0
+    written = {case.name: case for case in cases.load(path).cases}
+    case = written[f"feedback-{trace_id.removeprefix('tr-')[:12]}"]
+    assert [turn.user for turn in case.turns] == ["My city is Lyon.", "Weather there?"]
+    assert "# the user's comment: No weather." in path.read_text()
