@@ -127,7 +127,7 @@ def test_a_thumbs_down_conversation_becomes_a_case_of_the_evaluation_set(client,
         == 200
     )
     path = tmp_path / "from_feedback.yaml"
-    assert from_feedback.write_cases(path, since_days=1) == 0
+    assert from_feedback.write_cases(path, since_days=1, experiment="0") == 0
     written = {case.name: case for case in cases.load(path).cases}
     case = written[f"feedback-{trace_id.removeprefix('tr-')[:12]}"]
     assert [turn.user for turn in case.turns] == ["My city is Lyon.", "Weather there?"]

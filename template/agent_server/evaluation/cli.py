@@ -72,12 +72,14 @@ def run(args: argparse.Namespace) -> int:
     os.environ["MLFLOW_TRACE_SAMPLING_RATIO"] = "1"
     os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"
     settings = config.reload()
+    from agent_server import tracing
+
+    os.environ.update(tracing.tracing_environment(os.environ))  # the app's store and MLflow's defaults
     if args.from_feedback:
         from agent_server.evaluation import from_feedback
 
-        return from_feedback.write_cases(
-            args.output if args.output != RESULTS_PATH else from_feedback.DEFAULT_PATH, args.since_days
-        )
+        path = args.output if args.output != RESULTS_PATH else from_feedback.DEFAULT_PATH
+        return from_feedback.write_cases(path, args.since_days, os.environ.get("MLFLOW_EXPERIMENT_ID") or "0")
     evaluation_set = case_files.load(*(args.cases or [case_files.DEFAULT_PATH]))
     judge = args.judge or settings.evaluation.judge_model or None
     if args.simulate and not judge:
@@ -99,11 +101,9 @@ def run(args: argparse.Namespace) -> int:
 def evaluate(evaluation_set: case_files.EvaluationSet, args: argparse.Namespace, judge: str | None) -> reports.Report:
     import mlflow
 
-    from agent_server import tracing
     from agent_server.evaluation import scorers
     from agent_server.evaluation.conversation import AppUnderTest, Chat
 
-    os.environ.update(tracing.tracing_environment(os.environ))  # the app's store and MLflow defaults, --url too
     experiment = _experiment()
     label = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     headers = dict(_header(text) for text in args.header)
@@ -186,13 +186,19 @@ def _header(text: str) -> tuple[str, str]:
 @contextlib.contextmanager
 def in_process_settings() -> Iterator[None]:
     """The app in process keeps its conversations in a temporary SQLite file, never in the app's own store."""
+    names = ("MEMORY_BACKEND", "MEMORY_DATABASE_URL", "MEMORY_LAKEBASE_INSTANCE")
+    saved = {name: os.environ.get(name) for name in names}
     with tempfile.TemporaryDirectory(prefix="evaluate-") as folder:
         if config.settings().memory.backend != "none":
             os.environ["MEMORY_BACKEND"] = "sqlite"
             os.environ["MEMORY_DATABASE_URL"] = str(Path(folder) / "conversations.db")
             os.environ.pop("MEMORY_LAKEBASE_INSTANCE", None)
         config.reload()
-        yield
+        try:
+            yield
+        finally:
+            _restore(saved)
+            config.reload()
 
 
 @contextlib.contextmanager
@@ -219,7 +225,14 @@ def offline_judge() -> Iterator[str]:
     try:
         yield "openai:/offline"
     finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+        _restore(saved)
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

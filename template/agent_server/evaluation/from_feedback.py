@@ -11,7 +11,6 @@ into evals/cases.yaml, so that what users disliked becomes a regression test.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,13 +21,10 @@ MAX_TRACES = 5000
 FEEDBACK = "user_feedback"
 
 
-def write_cases(path: Path, since_days: float) -> int:
+def write_cases(path: Path, since_days: float, experiment: str) -> int:
+    """Write the cases of the experiment's thumbs-down answers of the last `since_days` days to `path`."""
     import mlflow
 
-    from agent_server import tracing
-
-    os.environ.update(tracing.tracing_environment(os.environ))
-    experiment = os.environ.get("MLFLOW_EXPERIMENT_ID") or "0"  # the app's traces: its experiment, or the default
     since = int((time.time() - since_days * 86400) * 1000)
     traces = mlflow.search_traces(
         locations=[experiment], filter_string=f"timestamp_ms > {since}", max_results=MAX_TRACES, return_type="list"
