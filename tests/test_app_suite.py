@@ -1,9 +1,12 @@
-"""The generated app installs from its committed lock and passes its own test suite."""
+"""The generated app installs from its committed lock and passes its own test suite; and in a fresh render,
+`uv run evaluate` passes on the offline model and leaves an MLflow run that MLflow's own search reads."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from renders import assert_all_passed, uv
+from renders import assert_all_passed, clean_env, uv
 
 # The default render, and one whose defaults differ in every LLM setting.
 SUITES = ["defaults", "databricks-responses"]
@@ -15,3 +18,28 @@ def test_app_installs_locked_and_its_tests_pass(renders, name):
     uv("sync", "--locked", "--dev", "--no-config", cwd=app)
     result = uv("run", "--locked", "--no-config", "pytest", "-p", "no:cacheprovider", cwd=app)
     assert_all_passed(result)
+    if name == "defaults":
+        evaluated_in(app)
+
+
+# Read back with MLflow's search API from the store the evaluation wrote (./mlruns), as an owner would.
+READ_BACK = """
+import json, sys, mlflow
+results = json.load(open("evals/results.json"))
+[run] = mlflow.search_runs(experiment_names=["evaluation"], output_format="list")
+traces = mlflow.search_traces(locations=[run.info.experiment_id], run_id=run.info.run_id, return_type="list")
+print(json.dumps({"run": run.info.run_id, "status": run.info.status, "traces": len(traces),
+                  "results_run": results["run_id"], "metrics": sorted(run.data.metrics)}))
+"""
+
+
+def evaluated_in(app):
+    """`uv run evaluate` as the README gives it, on the offline model with its judges: a table, exit 0, a run."""
+    env = clean_env(LLM_PROVIDER="offline", LLM_MODEL="offline", MLFLOW_ALLOW_FILE_STORE="true")
+    shown = uv("run", "--locked", "--no-config", "evaluate", "--judge", "offline", cwd=app, env=env)
+    assert "PASSED: 3 cases, 0 failed" in shown.stdout and "correctness" in shown.stdout, shown.stdout
+    read = uv("run", "--locked", "--no-config", "python", "-c", READ_BACK, cwd=app, env=env)
+    found = json.loads(read.stdout.strip().splitlines()[-1])
+    assert found["status"] == "FINISHED" and found["run"] == found["results_run"]
+    assert found["traces"] == 4, found  # a trace per turn of the starter set, each scored once
+    assert any(metric.startswith("correctness") for metric in found["metrics"]), found
