@@ -208,6 +208,21 @@ def test_chat_page_holds_a_conversation_with_a_tool_turn(served_app, browser_pag
     chat.ask("Thanks")
     expect(chat.replies).to_have_count(3)
     expect(chat.replies.nth(2)).to_contain_text("I saw 3 user, 2 assistant and 1 tool turns. You said: Thanks")
+
+    # A thumb down on an answer is feedback on its trace (POST /feedback); a thumb up then replaces it.
+    bad, good = (
+        chat.replies.nth(1).get_by_role("button", name="Bad answer"),
+        chat.replies.nth(1).get_by_role("button", name="Good answer"),
+    )
+    with browser_page.expect_response(lambda response: response.url.endswith("/feedback")) as answered:
+        bad.click()
+    assert answered.value.status == 200 and answered.value.json()["value"] is False, answered.value.text()
+    expect(bad).to_have_attribute("aria-pressed", "true")
+    with browser_page.expect_response(lambda response: response.url.endswith("/feedback")) as answered:
+        good.click()
+    assert answered.value.json()["replaced"] is True, answered.value.text()
+    expect(good).to_have_attribute("aria-pressed", "true")
+    expect(bad).to_have_attribute("aria-pressed", "false")
     expect(browser_page.locator(".error")).to_have_count(0)
     assert not chat.errors
     browser_page.screenshot(path=str(artifacts / "chat-page.png"), animations="disabled")
