@@ -142,10 +142,11 @@ def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_variables
         "databricks bundle deploy --target prod",
         "databricks bundle run agent --target prod",
     ]
-    # GitHub OIDC: two repository variables, no secret (tests/test_workflows.py checks the sign-in).
+    # GitHub OIDC: two repository variables, no secret (tests/test_workflows.py checks the sign-in); two more,
+    # optional, for the evaluation on the workspace's model.
     assert not re.findall(r"\$\{\{ secrets\.", workflow.read_text())
     needed = set(re.findall(r"\$\{\{ vars\.([A-Z_]+) \}\}", workflow.read_text()))
-    assert needed == {"DATABRICKS_HOST", "DATABRICKS_CLIENT_ID"}
+    assert needed == {"DATABRICKS_HOST", "DATABRICKS_CLIENT_ID", "EVALUATE_MODEL", "EVALUATE_JUDGE_MODEL"}
     for variable in needed:
         assert variable in deploy, f"README's Deploy section must name {variable}"
     # How to set it up: the federation policy (issuer, audience and subject as the workflow asks for them),

@@ -71,7 +71,7 @@ def test_the_flat_layout_updates_to_what_head_renders(versions, tmp_path, data):
     updated = files(app)
     fresh = files(render(tmp_path / "fresh", data, src=versions, vcs_ref="HEAD"))
     assert answers(app) == answers(tmp_path / "fresh")
-    for owned in OWNER_FILES:
+    for owned in OWNER_FILES & old.keys():  # an owner's file new since 0.0.9 arrives as a fresh render has it
         assert updated.pop(owned) == old[owned], owned
         fresh.pop(owned)
     assert updated.keys() == fresh.keys(), "no module of the flat layout is left, and every new one is there"
