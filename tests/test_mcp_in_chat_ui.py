@@ -75,6 +75,18 @@ def test_an_approval_round_trip(served):
     assert conversation["replies"][3].endswith("I saw 3 user, 2 assistant and 1 tool turns. You said: Thanks")
 
 
+def test_the_chat_ui_approves_a_call_of_the_agents_own_tool(served):
+    """agent.py's send_summary asks first (needs_approval): the UI shows the same request, with the app's name
+    as its server, and its approval runs the tool in the app."""
+    conversation = converse(served["url"], "stream", "Use send_summary", "APPROVE", "Thanks")
+    [request] = [
+        item for item in conversation["requests"][1]["body"]["input"] if item.get("type") == "mcp_approval_request"
+    ]
+    assert (request["name"], request["server_label"]) == ("send_summary", "my-agent")
+    assert conversation["replies"][1].startswith("The tool returned: An example tool: nothing was sent to me.")
+    assert conversation["replies"][2].endswith("I saw 2 user, 1 assistant and 1 tool turns. You said: Thanks")
+
+
 def test_a_denial_round_trip(served):
     replies = converse(served["url"], "stream", "Use delete_file", "DENY", "Thanks")["replies"]
     assert replies[1].startswith("The tool returned: The user denied this tool call. Reason: not now.")

@@ -1,5 +1,6 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The calls the user approved run here, each at most once.
+"""The calls the user approved run here, each at most once: an MCP server's tool, or one of agent.py's own
+function tools that asks first (`@function_tool(needs_approval=True)`), which runs in this process.
 
 history/approvals.py decides which approvals are genuine and which call runs (an APPROVED output at the end of
 the history; a denial is final). This module makes sure an approved call runs once however often its approval
@@ -22,7 +23,9 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from agents import Agent, FunctionTool
 from agents.mcp import MCPServer
+from agents.tool_context import ToolContext
 
 from agent_server import request_state
 from agent_server.history import approvals
@@ -38,12 +41,16 @@ _running: dict[tuple[str, str], asyncio.Future[str]] = {}
 _kept_chars = 0
 
 
-async def run_approved(history: list[dict[str, Any]], servers: list[MCPServer]) -> list[dict[str, Any]]:
+async def run_approved(
+    history: list[dict[str, Any]], servers: list[MCPServer], owners_agent: Agent | None = None
+) -> list[dict[str, Any]]:
     """Run the calls the user approved at the end of `history`, putting each output in its place; returns those
-    outputs as output items, for the client to keep with its approval."""
+    outputs as output items, for the client to keep with its approval. A call goes to the owner's agent's own
+    function tool of that name if it has one that asks first, else to the MCP servers."""
     ran = []
+    local = approving_tools(owners_agent)
     for call in approvals.to_run(history):
-        output = await run_once(call, servers)
+        output = await run_once(call, servers, local)
         for item in history:
             if item.get("type") == "function_call_output" and item["call_id"] == call["call_id"]:
                 item["output"] = output
@@ -51,7 +58,24 @@ async def run_approved(history: list[dict[str, Any]], servers: list[MCPServer]) 
     return ran
 
 
-async def run_once(call: dict[str, Any], servers: list[MCPServer]) -> str:
+def approving_tools(owners_agent: Agent | None) -> dict[str, FunctionTool]:
+    """The agent's own function tools that ask the user first, by name (those it has of its own, not MCP's)."""
+    tools = owners_agent.tools if owners_agent is not None else []
+    return {tool.name: tool for tool in tools if isinstance(tool, FunctionTool) and tool.needs_approval is not False}
+
+
+async def run_local(tool: FunctionTool, call: dict[str, Any]) -> str:
+    """Run the owner's function tool as the SDK would have; a failure is the output's text, as with any tool."""
+    context = ToolContext(
+        context=None, tool_name=tool.name, tool_call_id=call["call_id"], tool_arguments=call["arguments"]
+    )
+    try:
+        return str(await tool.on_invoke_tool(context, call["arguments"] or "{}"))
+    except Exception as error:  # the model reads what went wrong
+        return f"Error: the tool {tool.name} failed: {error}"
+
+
+async def run_once(call: dict[str, Any], servers: list[MCPServer], local: dict[str, FunctionTool] | None = None) -> str:
     state = request_state.current()
     approval = (call["call_id"], state.turn.owner if state is not None and state.turn is not None else "")
     now = time.monotonic()
@@ -65,7 +89,10 @@ async def run_once(call: dict[str, Any], servers: list[MCPServer]) -> str:
     running: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     _running[approval] = running
     try:
-        output = await run_tool(call["name"], call["arguments"], servers)
+        tool = (local or {}).get(call["name"])
+        output = await (
+            run_local(tool, call) if tool is not None else run_tool(call["name"], call["arguments"], servers)
+        )
         remember(approval, output)
         running.set_result(output)
         return output

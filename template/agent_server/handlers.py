@@ -48,7 +48,7 @@ def approval_requests(request: ResponsesAgentRequest, interruptions: list[Any]) 
             history,
             waiting.raw_item.name,
             waiting.raw_item.arguments,
-            waiting.tool_origin.mcp_server_name or "",
+            waiting.tool_origin.mcp_server_name or waiting.agent.name,  # an MCP server's, or the agent's own
             conversation,
         )
         for waiting in interruptions
@@ -101,8 +101,8 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
     extra = _custom_outputs(turn)
     history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:
-        ran = await approved_calls.run_approved(history, servers)
         owners_agent = for_this_request(agent.create_agent(), servers)
+        ran = await approved_calls.run_approved(history, servers, owners_agent)
         request_state.record_input(history, has_instructions=owners_agent.instructions is not None)
         try:
             result = await Runner.run(owners_agent, sdk_input(history), run_config=RUN_CONFIG)
@@ -151,10 +151,10 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
     answer: list[dict[str, Any]] = []
     history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:
-        for item in await approved_calls.run_approved(history, servers):
+        owners_agent = for_this_request(agent.create_agent(), servers)
+        for item in await approved_calls.run_approved(history, servers, owners_agent):
             answer.append(item)
             yield stream_event("response.output_item.done", item=item, custom_outputs=extra)
-        owners_agent = for_this_request(agent.create_agent(), servers)
         try:
             async for event in _streamed_run(request, history, owners_agent, done=answer):
                 if event.type == "response.output_item.done":
