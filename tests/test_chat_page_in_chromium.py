@@ -293,6 +293,49 @@ def test_a_conversation_reopened_from_the_list_shows_its_items_and_goes_on(serve
     reopened.page.screenshot(path=str(artifacts / "reopened-conversation.png"), animations="disabled")
 
 
+def test_a_tool_that_asks_first_is_approved_and_denied_from_the_page(served_app, browser, artifacts):
+    """The starter agent's send_summary asks first (needs_approval): Approve runs it and the answer goes on, Deny
+    runs nothing and the model is told; an answered request has no buttons after a reload, and one left unanswered
+    asks again. Each answer is an `mcp_approval_response`, as the Databricks chat UI sends it."""
+    chat = ChatPage(browser.new_page(), served_app)
+    chat.ask("Use send_summary, please")
+    tools = chat.page.locator("details.tool")
+    first = tools.nth(0)
+    expect(first.locator(".tool-status")).to_have_text("waits for your approval")
+    expect(first.locator(".approval")).to_contain_text("send_summary (my-agent) asks to run.")
+    chat.page.screenshot(path=str(artifacts / "chat-page-approval.png"), animations="disabled")
+    first.get_by_role("button", name="Approve send_summary").click()
+    expect(first.locator(".tool-output")).to_have_text("An example tool: nothing was sent to me. " + SUMMARY_TAIL)
+    expect(first.locator(".approval")).to_have_count(0)
+    expect(chat.replies.last).to_contain_text("The tool returned: An example tool: nothing was sent to me.")
+    approval = chat.sent[-1]["input"]
+    assert [item["type"] for item in approval] == ["mcp_approval_response"] and approval[0]["approve"] is True
+
+    chat.ask("Use send_summary once more")
+    second = tools.nth(1)
+    deny = second.get_by_role("button", name="Deny send_summary")
+    deny.focus()
+    chat.page.keyboard.press("Enter")  # every control works from the keyboard
+    expect(second.locator(".tool-status")).to_have_text("denied")
+    expect(chat.replies.last).to_contain_text("The tool returned: The user denied this tool call.")
+    chat.ask("Use send_summary at last")
+    expect(tools.nth(2).locator(".approval")).to_have_count(1)
+
+    reopened = ChatPage(browser.new_page(), served_app)  # as after a reload
+    reopened.conversations.nth(0).click()
+    blocks = reopened.page.locator("details.tool")
+    expect(blocks).to_have_count(3)
+    expect(blocks.nth(0).locator(".approval")).to_have_count(0)  # answered: no buttons
+    expect(blocks.nth(1).locator(".approval")).to_have_count(0)
+    blocks.nth(2).get_by_role("button", name="Approve send_summary").click()  # left unanswered: asks again
+    expect(blocks.nth(2).locator(".tool-output")).to_contain_text("An example tool: nothing was sent to me.")
+    expect(reopened.page.locator(".error")).to_have_count(0)
+    assert not chat.errors and not reopened.errors
+
+
+SUMMARY_TAIL = "Connect send_summary in agent.py to your own system."
+
+
 def test_without_memory_the_page_replays_the_whole_history_and_starts_new_chats(start_app, browser_page):
     with start_app(MEMORY_BACKEND="none") as url:
         chat = ChatPage(browser_page, url)
