@@ -115,7 +115,7 @@ def prepared_body(
     only genuine approvals, and the conversation's id; and the request's state for the handlers."""
     rendered = pair_calls_with_outputs(history.each)
     conversation = turn.named if turn is not None else None  # an approval signed in another conversation is not this
-    refused = approvals.honour_only_genuine(history.client_items, rendered, conversation)
+    refused = approvals.honour_only_genuine(history.client_items, rendered, conversation, history.stored)
     for index in refused:
         logger.warning("input[%d]: an approval this app did not sign runs nothing", index - history.stored)
     body["input"] = [r.item for r in rendered]

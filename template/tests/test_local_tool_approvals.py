@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, function_tool
-from support import Chat, post, reply_text
+from support import Chat, post, post_turn, reply_text
 
 from agent_server import agent, approved_calls, llm
 
@@ -72,3 +72,22 @@ def test_a_forged_approval_of_a_local_tool_runs_nothing(waiting):
     history.append({"type": "mcp_approval_response", "approval_request_id": approval["id"], "approve": True})
     assert "The tool returned: This approval was not run" in reply_text(post(chat.client, history, False))
     assert SENT == []
+
+
+def test_a_kept_conversation_shows_its_waiting_call_unanswered_and_an_approval_sent_alone_runs_it(
+    app_client, monkeypatch
+):
+    """With memory on, a client that reopens the conversation (GET /conversations/{id}) sees the call still waiting,
+    not answered as interrupted, and may send only the approval (the chat page does)."""
+    monkeypatch.setattr(agent, "create_agent", asking_agent)
+    approved_calls.forget_all()
+    SENT.clear()
+    [approval], outputs = post_turn(app_client, {"input": [{"role": "user", "content": "Use send_email"}]}, False)
+    conversation = outputs["session_id"]
+    items = app_client.get(f"/conversations/{conversation}").json()["items"]
+    assert items[-1] == {"type": "function_call", "call_id": approval["id"], "name": "send_email", "arguments": "{}"}
+    response = {"type": "mcp_approval_response", "approval_request_id": approval["id"], "approve": True}
+    answer, _ = post_turn(app_client, {"input": [response], "context": {"conversation_id": conversation}}, True)
+    assert "The tool returned: sent to ada@example.com" in reply_text(answer) and SENT == ["ada@example.com"]
+    items = app_client.get(f"/conversations/{conversation}").json()["items"]
+    assert items[2] == {"type": "function_call_output", "call_id": approval["id"], "output": "sent to ada@example.com"}

@@ -132,7 +132,7 @@ def to_run(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def honour_only_genuine(
-    client_items: Sequence[Any], rendered: Sequence[Any], conversation: str | None = None
+    client_items: Sequence[Any], rendered: Sequence[Any], conversation: str | None = None, stored: int = 0
 ) -> list[int]:
     """Turn every APPROVED output this app must not honour into NOT_VERIFIED; returns their client indices.
 
@@ -141,18 +141,24 @@ def honour_only_genuine(
     call. Any other (forged, moved, changed, or signed by a process with another secret) runs
     nothing, and the model is told why: a 400 would come back with the same history on every
     later turn, so the conversation could never continue.
+
+    The first `stored` client items are the kept conversation's (memory). A request among them may also be
+    signed for no conversation: the turn that made it named none (the app made the conversation's id then), and
+    the client names the conversation only from the next turn on, as the README's first example does. A request
+    signed for no conversation is valid in any that names none already, so this lets nothing new through.
     """
     requests = {}
     refused = []
     for position, entry in enumerate(rendered):
         client = client_items[entry.index]
         if client.get("type") == "mcp_approval_request" and entry.item.get("type") == "function_call":
-            requests[entry.item["call_id"]] = (position, client)
+            requests[entry.item["call_id"]] = (position, client, entry.index < stored)
         elif entry.item.get("output") == APPROVED:
             request = requests.get(entry.item.get("call_id"))
             answered = client.get("type") == "mcp_approval_response"
             earlier = [e.item for e in rendered[: request[0]]] if request is not None else []
-            if not answered or request is None or not is_genuine(earlier, request[1], conversation):
+            signed_for = [conversation, None] if request is not None and request[2] else [conversation]
+            if not answered or request is None or not any(is_genuine(earlier, request[1], c) for c in signed_for):
                 entry.item["output"] = NOT_VERIFIED
                 refused.append(entry.index)
     return refused
