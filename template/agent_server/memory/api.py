@@ -2,7 +2,8 @@
 """The caller's stored conversations: list, read and delete them.
 
     GET    /conversations        {"conversations": [{"id", "title", "updated_at"}]}, newest first
-    GET    /conversations/{id}   {"id", "items": [...]}: the items as the model sees them
+    GET    /conversations/{id}   {"id", "items": [...]}: the items as the model sees them (a call that waits
+                                 for the user's approval, with no output)
     DELETE /conversations/{id}   204
 
 Each answers for the caller's own conversations only: another identity's id is a 404, as is
@@ -13,13 +14,14 @@ With memory off (MEMORY_BACKEND=none) every one is a 404 that says so.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import llm
 from agent_server.errors import BadRequest, error_response, quoted
-from agent_server.history import render_history
+from agent_server.history import ApiMode, approvals, render_history
 from agent_server.memory.database import store
 from agent_server.memory.settings import enabled
 from agent_server.memory.store import Unavailable
@@ -45,7 +47,7 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         if rows is None:
             return _not_found(conversation_id)
         stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
-        return JSONResponse({"id": conversation_id, "items": render_history(stored, llm.settings().api)})
+        return JSONResponse({"id": conversation_id, "items": waiting_shown(stored, llm.settings().api)})
 
     return await _for_caller(request, answer)
 
@@ -68,6 +70,23 @@ async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Respon
         return error_response(error.status, str(error), error.param)
     except Unavailable as error:
         return error_response(503, f"Conversation memory is unavailable: {error}. Try again.")
+
+
+def waiting_shown(stored: list[dict[str, Any]], api: ApiMode) -> list[dict[str, Any]]:
+    """The stored items as the model sees them, except that the call the conversation ends on, when it waits for
+    the user's approval, keeps no output: the render would answer it as interrupted, and a client (the chat page)
+    would not ask the user again."""
+    shown = render_history(stored, api)
+    answered = {item.get("call_id") for item in stored if item.get("type") == "function_call_output"}
+    last = shown[-1] if shown else {}
+    call_id = str(last.get("call_id", ""))
+    if (
+        last.get("type") == "function_call_output"
+        and call_id.startswith(approvals.ID_PREFIX)
+        and call_id not in answered
+    ):
+        shown.pop()
+    return shown
 
 
 def _not_found(conversation_id: str) -> Response:
