@@ -231,7 +231,7 @@ from agent_server.agent import create_agent
 def test_my_agent():
     agent = create_agent()
     assert "Acme" in agent.instructions
-    assert [tool.name for tool in agent.tools] == ["get_current_time", "count_words"]
+    assert [tool.name for tool in agent.tools][:2] == ["count_words", "get_current_time"]
 '''
 OWNER_README = "Questions about this bot go to the Acme support team.\n\n"
 OWNER_ENV = "\n# Acme's search service, used by the search tool.\nACME_SEARCH_URL=http://localhost:9200\n"
@@ -242,7 +242,8 @@ def customise(app: Path) -> None:
     agent = app / "agent_server/agent.py"
     replace_once(agent, r'INSTRUCTIONS = """.*?"""', OWNER_INSTRUCTIONS)
     replace_once(agent, r"def create_agent\(", OWNER_TOOL)
-    replace_once(agent, r"tools=\[get_current_time\]", "tools=[get_current_time, count_words]")
+    # The owner's tool joins the starter's (get_current_time, and send_summary since the release that added it).
+    replace_once(agent, r"tools=\[get_current_time", "tools=[count_words, get_current_time")
     replace_once(agent, r"\nfrom agents import ", "\nimport funcy\nfrom agents import ")
     (app / "tests/test_my_agent.py").write_text(OWNER_TEST)
     replace_once(app / "README.md", r"## Quick start\n\n", "## Quick start\n\n" + OWNER_README)
