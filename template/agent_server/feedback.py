@@ -42,7 +42,7 @@ FIELDS = ("trace_id", "value", "comment")
 async def give_feedback(request: Request) -> Response:
     try:
         owner = memory.owner_of(request.headers)
-        trace_id, value, comment = checked(parsed(await request.body()))
+        trace_id, value, comment = checked(parsed(await bounded_body(request)))
     except BadRequest as error:
         return error_response(error.status, str(error), error.param)
     if tracing.records_nothing():
@@ -68,10 +68,18 @@ def _recorded(trace_id: str, owner: str, value: bool, comment: str | None) -> Re
     )
 
 
-def parsed(raw: bytes) -> Any:
+async def bounded_body(request: Request) -> bytes:
+    """The body, read no further than a feedback body can be long: a larger one is a 413 before it is all read."""
     limit = 4 * config.settings().traces.feedback_chars + 4096  # the comment, however escaped, and the rest
-    if len(raw) > limit:
-        raise BadRequest(f"The feedback body is {len(raw)} bytes; at most {limit}.", status=413)
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            raise BadRequest(f"The feedback body is over {limit} bytes.", status=413)
+    return raw
+
+
+def parsed(raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except ValueError:
