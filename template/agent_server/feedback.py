@@ -18,7 +18,6 @@ the route runs in FastAPI's thread pool, off the event loop.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -28,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from agent_server import config, memory, tracing
 from agent_server.errors import BadRequest, error_response, quoted
+from agent_server.json_body import small_json
 
 router = APIRouter(include_in_schema=False)
 
@@ -42,7 +42,8 @@ FIELDS = ("trace_id", "value", "comment")
 async def give_feedback(request: Request) -> Response:
     try:
         owner = memory.owner_of(request.headers)
-        trace_id, value, comment = checked(parsed(await bounded_body(request)))
+        limit = 4 * config.settings().traces.feedback_chars + 4096  # the comment, however escaped, and the rest
+        trace_id, value, comment = checked(await small_json(request, limit, "feedback"))
     except BadRequest as error:
         return error_response(error.status, str(error), error.param)
     if tracing.records_nothing():
@@ -66,24 +67,6 @@ def _recorded(trace_id: str, owner: str, value: bool, comment: str | None) -> Re
             "replaced": replaced,
         }
     )
-
-
-async def bounded_body(request: Request) -> bytes:
-    """The body, read no further than a feedback body can be long: a larger one is a 413 before it is all read."""
-    limit = 4 * config.settings().traces.feedback_chars + 4096  # the comment, however escaped, and the rest
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise BadRequest(f"The feedback body is over {limit} bytes.", status=413)
-    return raw
-
-
-def parsed(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise BadRequest("The body must be JSON.") from None
 
 
 def checked(body: Any) -> tuple[str, bool, str | None]:

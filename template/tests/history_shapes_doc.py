@@ -100,6 +100,10 @@ With memory on (`agent_server/memory/`), a request names its conversation
 stored items are the render's, and what the client sent is rendered too; `agent_server/memory/merge.py`
 then merges the two by one rule, in this order:
 
+0. **replaced**: the request says that what it sent is the whole conversation
+   (`custom_inputs.replace_history: true`, as the chat page's Edit and Regenerate do); the model
+   sees what was sent, and it replaces the stored conversation. Without the flag, an edited first
+   message (which holds no item of the model's) would be taken for a new turn.
 1. **new conversation**: nothing is stored; the model sees what was sent.
 2. **extends**: what was sent starts with the stored conversation (items compared as rendered, tool
    arguments as canonical JSON); the model sees the stored items and the rest of what was sent.

@@ -1,10 +1,14 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The caller's stored conversations: list, read and delete them.
+"""The caller's stored conversations: list, read, rename and delete them.
 
     GET    /conversations        {"conversations": [{"id", "title", "updated_at"}]}, newest first
     GET    /conversations/{id}   {"id", "items": [...]}: the items as the model sees them (a call that waits
                                  for the user's approval, with no output)
+    PATCH  /conversations/{id}   {"title": "..."} -> {"id", "title"}: 1 to 200 characters, no control characters
     DELETE /conversations/{id}   204
+
+A new conversation is titled from its first message; the title stays through edits and regenerations
+(merge.py) until its owner renames it.
 
 Each answers for the caller's own conversations only: another identity's id is a 404, as is
 an id that does not exist, so the answer says nothing about other people's conversations.
@@ -13,16 +17,20 @@ With memory off (MEMORY_BACKEND=none) every one is a 404 that says so.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import sqlalchemy as sa
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import llm
 from agent_server.errors import BadRequest, error_response, quoted
 from agent_server.history import ApiMode, approvals, render_history
+from agent_server.json_body import small_json
 from agent_server.memory.database import store
+from agent_server.memory.schema import conversations
 from agent_server.memory.settings import enabled
 from agent_server.memory.store import Unavailable
 from agent_server.memory.turns import owner_of
@@ -50,6 +58,41 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         return JSONResponse({"id": conversation_id, "items": waiting_shown(stored, llm.settings().api)})
 
     return await _for_caller(request, answer)
+
+
+@router.patch("/{conversation_id}")
+async def rename_conversation(conversation_id: str, request: Request) -> Response:
+    async def answer(owner: str) -> Response:
+        title = checked_title(await small_json(request, 4096, "rename"))
+
+        def retitle(connection: sa.Connection) -> bool:
+            this = sa.and_(conversations.c.owner == owner, conversations.c.id == conversation_id)
+            return connection.execute(conversations.update().where(this).values(title=title)).rowcount > 0
+
+        renamed = await (await store()).run(retitle, write=True)
+        return JSONResponse({"id": conversation_id, "title": title}) if renamed else _not_found(conversation_id)
+
+    return await _for_caller(request, answer)
+
+
+MAX_TITLE = 200  # schema.py's title column
+# Characters that would let a title pass for another: bidirectional overrides and isolates.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def checked_title(body: Any) -> str:
+    """The new title of a PATCH body, its ends stripped; BadRequest naming what is wrong."""
+    if not isinstance(body, dict) or set(body) != {"title"}:
+        raise BadRequest('The body must be a JSON object with one field: {"title": "..."}.')
+    title = body["title"]
+    if not isinstance(title, str) or not title.strip():
+        raise BadRequest("'title' must be text, not empty.", "title")
+    title = title.strip()
+    if len(title) > MAX_TITLE:
+        raise BadRequest(f"'title' is {len(title)} characters; at most {MAX_TITLE}.", "title")
+    if any(unicodedata.category(c) in ("Cc", "Cs") or c in BIDI_CONTROLS for c in title):
+        raise BadRequest("'title' must not hold control characters (line breaks, tabs, direction overrides).", "title")
+    return title
 
 
 @router.delete("/{conversation_id}")

@@ -5,6 +5,10 @@ Both sides are rendered items (history.render_each): what is stored, and what th
 A client may send only its new turn, the whole conversation again, or a conversation that
 differs from the stored one (it edited or regenerated a turn). The rule, in order:
 
+0. the client says that what it sent is the whole conversation (`custom_inputs.replace_history`:
+   true, as the chat page's Edit and Regenerate do) (`replaced`): the model sees what was sent,
+   and it replaces the stored conversation. Without it, an edited first message, which holds
+   no item of the model's, would be taken for a new turn;
 1. nothing is stored yet (`new conversation`): the model sees what was sent;
 2. what was sent is the stored conversation and then more items (`extends`): the model sees
    the stored items and the new suffix;
@@ -16,7 +20,7 @@ differs from the stored one (it edited or regenerated a turn). The rule, in orde
 
 In every case what the model saw, then its answer, is what is stored after the turn.
 So the model sees each item once, and nothing the client sent is dropped: what it sent is
-either appended, or (diverged) becomes the conversation. Items compare as rendered, with tool
+either appended, or (replaced, diverged) becomes the conversation. Items compare as rendered, with tool
 arguments as canonical JSON, so a client that re-serialises arguments or drops item ids still
 extends its conversation.
 """
@@ -31,7 +35,7 @@ from typing import Any, Literal
 from agent_server.history import Rendered
 from agent_server.history.approvals import canonical_arguments
 
-MergeKind = Literal["new conversation", "extends", "new turn", "diverged"]
+MergeKind = Literal["replaced", "new conversation", "extends", "new turn", "diverged"]
 CLIENT_ROLES = frozenset({"user", "system", "developer"})
 
 
@@ -44,11 +48,13 @@ class Merge:
     @property
     def replaces(self) -> bool:
         """Does the stored conversation give way to `new` (and the answer)?"""
-        return self.kind == "diverged"
+        return self.kind in ("replaced", "diverged")
 
 
-def merge(stored: Sequence[Rendered], sent: Sequence[Rendered]) -> Merge:
-    """The history for this turn, by the rule in this module's docstring."""
+def merge(stored: Sequence[Rendered], sent: Sequence[Rendered], replace: bool = False) -> Merge:
+    """The history for this turn, by the rule in this module's docstring (`replace`: rule 0)."""
+    if replace and stored:
+        return Merge("replaced", list(sent), list(sent))
     if not stored:
         return Merge("new conversation", list(sent), list(sent))
     if len(sent) >= len(stored) and all(map(same_item, stored, sent)):

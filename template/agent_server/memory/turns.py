@@ -92,6 +92,16 @@ def conversation_id_of(body: Mapping[str, Any]) -> str | None:
     return next(iter(named.values()), None)
 
 
+def replaces_history(body: Mapping[str, Any]) -> bool:
+    """Does the client send the whole conversation, to replace the stored one (`custom_inputs.replace_history`,
+    merge.py's rule 0: an edit or a regenerate)? BadRequest if the flag is not a boolean."""
+    custom = body.get("custom_inputs")
+    flag = custom.get("replace_history", False) if isinstance(custom, dict) else False
+    if not isinstance(flag, bool):
+        raise BadRequest("custom_inputs.replace_history must be true or false.", "custom_inputs.replace_history")
+    return flag
+
+
 @dataclass
 class History:
     """The history a turn runs on: rendered items (not yet paired) and the client items they stand for.
@@ -125,7 +135,8 @@ class Turn:
         """Store this turn (what the client added, then the answer) and end it."""
         answer = render_each(list(output), self.api)
         added = [StoredItem(entry.item, _id(entry.client_id)) for entry in [*self.merged.new, *answer]]
-        title = _title(self.merged.history) if self.merged.kind in ("new conversation", "diverged") else None
+        # A conversation keeps its title (the first message's, or the one its owner gave it) through edits.
+        title = _title(self.merged.history) if self.merged.kind == "new conversation" else None
         current = settings()
         try:
             await (await database.store()).finish_turn(
@@ -167,6 +178,7 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
         return None
     owner = owner_of(headers)
     named = conversation_id_of(body)
+    replace = replaces_history(body)
     conversation_id = named or str(uuid.uuid4())
     api = llm.settings().api
     lease = leases.new_lease()
@@ -184,7 +196,8 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
     database.holding(lease, owner, conversation_id)
     try:
         stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
-        merged = merge(stored.each, [Rendered(e.index + stored.stored, e.item, e.client_id) for e in sent.each])
+        sent_each = [Rendered(e.index + stored.stored, e.item, e.client_id) for e in sent.each]
+        merged = merge(stored.each, sent_each, replace)
         _check_size(merged)
     except BaseException:
         await database.release(owner, conversation_id, lease)
