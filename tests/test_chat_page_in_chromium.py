@@ -156,7 +156,7 @@ class ChatPage:
         with page.expect_response(lambda response: response.url.endswith("/conversations")):
             page.goto(url)
         self.replies = page.locator(".assistant")
-        self.conversations = page.locator("#conversations button")
+        self.conversations = page.locator("#conversations button.open")
         self.send = page.locator("#send")
 
     def _refused(self, text: str) -> None:
@@ -334,6 +334,75 @@ def test_a_tool_that_asks_first_is_approved_and_denied_from_the_page(served_app,
 
 
 SUMMARY_TAIL = "Connect send_summary in agent.py to your own system."
+
+
+def test_edit_regenerate_comment_rename_and_delete_from_the_page(served_app, browser, artifacts):
+    """Regenerate the last answer, edit a sent message (keyboard alone), comment on a thumb, rename a conversation
+    (keyboard alone) and delete it. A branch is the history before the message and the message, marked
+    custom_inputs.replace_history, so the model sees it once: its reply counts what it saw."""
+    chat = ChatPage(browser.new_page(), served_app)
+    page = chat.page
+    chat.ask("Hello")
+    chat.ask("Tell me more")
+    regenerate = page.get_by_role("button", name="Regenerate the answer")
+    expect(regenerate).to_have_count(1)  # on the newest answer only
+    regenerate.click()
+    expect(chat.send).to_be_enabled(timeout=60_000)
+    expect(chat.replies).to_have_count(2)
+    expect(chat.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: Tell me more")
+    regenerated = chat.sent[-1]
+    assert regenerated["custom_inputs"] == {"replace_history": True}
+    assert user_texts(regenerated) == ["Hello", "Tell me more"] and len(regenerated["input"]) == 3
+
+    page.get_by_role("button", name="Edit message").first.focus()
+    page.keyboard.press("Enter")
+    editor = page.get_by_role("textbox", name="Edited message")
+    expect(editor).to_be_focused()
+    page.screenshot(path=str(artifacts / "chat-edit-desktop.png"), animations="disabled")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("Hi there")
+    page.keyboard.press("Enter")
+    expect(chat.send).to_be_enabled(timeout=60_000)
+    expect(page.locator(".turn.user")).to_have_text(["Hi there"])
+    expect(chat.replies).to_have_count(1)
+    expect(chat.replies.nth(0)).to_contain_text("I saw 1 user, 0 assistant and 0 tool turns. You said: Hi there")
+    assert chat.sent[-1]["input"] == [{"role": "user", "content": "Hi there"}]
+    assert chat.sent[-1]["custom_inputs"] == {"replace_history": True}
+
+    chat.replies.nth(0).get_by_role("button", name="Bad answer").click()
+    comment = chat.replies.nth(0).get_by_role("textbox", name="Comment on this answer")
+    comment.fill("Too short")
+    with page.expect_response(lambda response: response.url.endswith("/feedback")) as answered:
+        comment.press("Enter")
+    kept = answered.value.json()
+    assert kept["value"] is False and kept["comment"] == "Too short" and kept["replaced"] is True, kept
+    expect(chat.replies.nth(0).locator(".thanks")).to_have_text("Thanks for the comment.")
+
+    page.get_by_role("button", name="Rename Hello").focus()  # titled from its first message, kept through edits
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("textbox", name="New title")).to_be_focused()
+    page.keyboard.type("Greetings")  # over the selected title
+    page.keyboard.press("Enter")
+    expect(chat.conversations).to_have_text(["Greetings"])
+    page.screenshot(path=str(artifacts / "chat-controls-desktop.png"), animations="disabled")
+    page.set_viewport_size(PHONE)
+    page.screenshot(path=str(artifacts / "chat-controls-phone.png"), animations="disabled")
+
+    reopened = ChatPage(browser.new_page(viewport=PHONE), served_app)  # as after a reload
+    expect(reopened.conversations).to_have_text(["Greetings"])
+    reopened.page.locator("#toggle-sidebar").click()
+    reopened.conversations.nth(0).click()
+    expect(reopened.page.locator(".turn.user")).to_have_text(["Hi there"])
+    reopened.ask("Thanks")
+    expect(reopened.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: Thanks")
+    reopened.page.once("dialog", lambda dialog: dialog.accept())
+    reopened.page.locator("#toggle-sidebar").click()
+    reopened.page.get_by_role("button", name="Delete Greetings").click()
+    expect(reopened.conversations).to_have_count(0)
+    expect(reopened.page.locator(".turn")).to_have_count(0)
+    assert httpx.get(f"{served_app}/conversations").json()["conversations"] == []
+    expect(page.locator(".error")).to_have_count(0)
+    assert not chat.errors and not reopened.errors
 
 
 def test_without_memory_the_page_replays_the_whole_history_and_starts_new_chats(start_app, browser_page):
