@@ -512,6 +512,28 @@ HOSTILE = "\n".join(
 )
 
 
+def test_the_models_reasoning_is_shown_folded_above_its_answer(stateless_app, browser_page, artifacts):
+    """The offline model reasons first when asked to think, as reasoning models do (a summary the SDK reads as a
+    reasoning item); the page folds it above the answer, opens it from the keyboard, and replays it (the render
+    drops it before the model: history-shapes.md)."""
+    chat = ChatPage(browser_page, stateless_app)
+    chat.ask("Please think about it")
+    reasoning = browser_page.locator("details.reasoning")
+    expect(reasoning).to_have_count(1)
+    expect(reasoning.locator("summary")).to_have_text("Reasoning")
+    expect(reasoning.locator(".reasoning-text")).to_be_hidden()  # folded
+    assert reasoning.bounding_box()["y"] < chat.replies.nth(0).bounding_box()["y"], "above its answer"
+    reasoning.locator("summary").focus()
+    browser_page.keyboard.press("Enter")
+    expect(reasoning.locator(".reasoning-text")).to_have_text(re.compile(r"^The user asks me to think\."))
+    browser_page.screenshot(path=str(artifacts / "chat-reasoning.png"), animations="disabled")
+    chat.ask("Thanks")
+    assert [item.get("type") for item in chat.sent[1]["input"]] == [None, "reasoning", "message", None]
+    expect(chat.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: Thanks")
+    expect(browser_page.locator(".error")).to_have_count(0)
+    assert not chat.errors
+
+
 def test_markup_in_a_reply_is_shown_as_text_and_never_runs(stateless_app, browser_page):
     fetched: list[str] = []
     browser_page.on("request", lambda request: fetched.append(request.url))

@@ -700,3 +700,27 @@ def test_in_process_and_asgi_answer_byte_for_byte_alike(path, body):
     direct = asyncio.run(in_process())
     assert timeless(direct) == timeless(over_asgi)
     assert direct.headers["content-type"].split(";")[0] == over_asgi.headers["content-type"].split(";")[0]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("api", API_MODES)
+def test_asked_to_think_it_reasons_first_and_the_sdk_reads_a_reasoning_item(api: str, streamed: bool) -> None:
+    """A summary of its reasoning before the answer: `reasoning_content` in chat completions (as DeepSeek-style
+    servers send it, which openai-agents 0.24's chatcmpl_converter reads), a reasoning item in Responses."""
+    model_type = OpenAIChatCompletionsModel if api == "chat_completions" else OpenAIResponsesModel
+    model = model_type(model="offline", openai_client=offline_client(create_offline_app()))
+    agent = Agent(name="thinker", instructions="Answer.", model=model)
+    config = RunConfig(tracing_disabled=True)
+
+    async def run() -> list[Any]:
+        if streamed:
+            result = Runner.run_streamed(agent, "Please think about it", run_config=config)
+            async for _ in result.stream_events():
+                pass
+            return result.new_items
+        return (await Runner.run(agent, "Please think about it", run_config=config)).new_items
+
+    items = [item.raw_item for item in asyncio.run(run())]
+    assert [item.type for item in items] == ["reasoning", "message"]
+    assert items[0].summary[0].text.startswith("The user asks me to think."), items[0]
+    assert "You said: Please think about it" in items[1].content[0].text

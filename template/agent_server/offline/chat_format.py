@@ -19,6 +19,8 @@ from agent_server.offline.replies import Answer, split_for_stream
 
 def chat_completion(body: dict[str, Any], said: Answer) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None, "annotations": []}
+    if said.reasoning:  # as DeepSeek-style servers send it, which the SDK reads as a reasoning item
+        message["reasoning_content"] = said.reasoning
     if not said.tool_calls:
         message["content"] = said.text
     else:
@@ -81,6 +83,8 @@ def chat_chunks(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
         return ChatCompletionChunk.model_validate(data).to_dict()
 
     yield chunk({"role": "assistant", "content": "", "refusal": None})
+    for piece in split_for_stream(said.reasoning) if said.reasoning else []:
+        yield chunk({"reasoning_content": piece})
     if not said.tool_calls:
         for piece in split_for_stream(said.text):
             yield chunk({"content": piece})

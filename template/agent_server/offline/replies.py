@@ -38,6 +38,7 @@ class Answer:
     digest: str  # ids derive from it, so a replayed request gets the same ids
     input_tokens: int
     output_tokens: int
+    reasoning: str = ""  # a summary of its reasoning, when asked to think (as reasoning models stream one)
 
 
 def chat_answer(body: dict[str, Any]) -> Answer:
@@ -126,8 +127,11 @@ def answer(history: Any, turns: list[Turn], tool_names: list[str], tool_required
         )
         if tool_outputs:
             text = f"The tool returned: {tool_outputs[-1]}. {text}"
-    spoken = text + "".join(call.name + call.arguments for call in tool_calls)
-    return Answer(text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken))
+    # Asked to think, it reasons first, as a reasoning model does: a summary that the user sees folded.
+    thinks = not tool_calls and re.search(r"\bthink\b", latest_user_text.lower()) is not None
+    reasoning = f"The user asks me to think. They said: {latest_user_text}" if thinks else ""
+    spoken = reasoning + text + "".join(call.name + call.arguments for call in tool_calls)
+    return Answer(text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken), reasoning)
 
 
 def _call_id(digest: str, number: int) -> str:

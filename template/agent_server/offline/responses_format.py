@@ -28,6 +28,7 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputRefusal,
     ResponseOutputText,
+    ResponseReasoningItem,
     ResponseStreamEvent,
     ResponseTextDeltaEvent,
     ResponseTextDoneEvent,
@@ -119,11 +120,10 @@ def output_items(said: Answer, done: bool) -> list[ResponseOutputItem]:
     status: Literal["completed", "in_progress"] = "completed" if done else "in_progress"
     if not said.tool_calls:
         content: list[ResponseOutputText | ResponseOutputRefusal] = [output_text_part(said.text)] if done else []
-        return [
-            ResponseOutputMessage(
-                id=f"msg_{said.digest}", type="message", status=status, role="assistant", content=content
-            )
-        ]
+        message = ResponseOutputMessage(
+            id=f"msg_{said.digest}", type="message", status=status, role="assistant", content=content
+        )
+        return [*_reasoning_items(said, done), message]
     return [
         ResponseFunctionToolCall(
             id=f"fc_{said.digest}" + (f"_{number}" if number else ""),
@@ -135,6 +135,14 @@ def output_items(said: Answer, done: bool) -> list[ResponseOutputItem]:
         )
         for number, call in enumerate(said.tool_calls)
     ]
+
+
+def _reasoning_items(said: Answer, done: bool) -> list[ResponseOutputItem]:
+    """The reasoning summary before the answer, when the model reasoned (its text comes with the finished item)."""
+    if not said.reasoning:
+        return []
+    summary = [{"type": "summary_text", "text": said.reasoning}] if done else []
+    return [ResponseReasoningItem.model_validate({"id": f"rs_{said.digest}", "type": "reasoning", "summary": summary})]
 
 
 def output_text_part(text: str) -> ResponseOutputText:
