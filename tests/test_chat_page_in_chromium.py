@@ -337,8 +337,8 @@ SUMMARY_TAIL = "Connect send_summary in agent.py to your own system."
 
 
 def test_edit_regenerate_comment_rename_and_delete_from_the_page(served_app, browser, artifacts):
-    """Regenerate the last answer, edit a sent message (keyboard alone), comment on a thumb, rename a conversation
-    (keyboard alone) and delete it. A branch is the history before the message and the message, marked
+    """Regenerate the last answer, edit a sent message (keyboard alone), comment on a thumb (shown again after a
+    reload), rename a conversation (keyboard alone) and delete it. A branch is the history before the message and the message, marked
     custom_inputs.replace_history, so the model sees it once: its reply counts what it saw."""
     chat = ChatPage(browser.new_page(), served_app)
     page = chat.page
@@ -393,6 +393,9 @@ def test_edit_regenerate_comment_rename_and_delete_from_the_page(served_app, bro
     reopened.page.locator("#toggle-sidebar").click()
     reopened.conversations.nth(0).click()
     expect(reopened.page.locator(".turn.user")).to_have_text(["Hi there"])
+    thumbs_down = reopened.replies.nth(0).get_by_role("button", name="Bad answer")
+    expect(thumbs_down).to_have_attribute("aria-pressed", "true")  # as the user left it
+    expect(reopened.replies.nth(0).get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "false")
     reopened.ask("Thanks")
     expect(reopened.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: Thanks")
     reopened.page.once("dialog", lambda dialog: dialog.accept())

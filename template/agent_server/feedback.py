@@ -3,6 +3,9 @@
 
     POST /feedback   {"trace_id": "tr-...", "value": true, "comment": "optional"}
                      200 {"trace_id", "assessment_id", "value", "comment", "replaced"}
+    GET  /feedback?trace_id=tr-...&trace_id=...   (at most 100)
+                     200 {"feedback": {"tr-...": {"value", "comment"}}}: the caller's own, on the traces named
+                     that are the caller's and have it (the chat page shows its thumbs again after a reload)
 
 Every answer carries its trace's id (`custom_outputs.trace_id`, handlers.py). The feedback is recorded with
 `mlflow.log_feedback` as a `user_feedback` assessment whose source is HUMAN with the caller's identity (the
@@ -51,6 +54,34 @@ async def give_feedback(request: Request) -> Response:
             404, "This app keeps no traces (MLFLOW_TRACE_SAMPLING_RATIO=0), so there is no answer to give feedback on."
         )
     return await run_in_threadpool(_recorded, trace_id, owner, value, comment)
+
+
+MAX_READ = 100
+
+
+@router.get("/feedback")
+async def read_feedback(request: Request) -> Response:
+    try:
+        owner = memory.owner_of(request.headers)
+        trace_ids = list(dict.fromkeys(request.query_params.getlist("trace_id")))
+        if len(trace_ids) > MAX_READ:
+            raise BadRequest(f"At most {MAX_READ} trace ids at once; this asks {len(trace_ids)}.", "trace_id")
+        if bad := [trace_id for trace_id in trace_ids if not TRACE_ID.fullmatch(trace_id)]:
+            raise BadRequest(f"{quoted(bad[0])} is not a trace id an answer carries.", "trace_id")
+    except BadRequest as error:
+        return error_response(error.status, str(error), error.param)
+    if tracing.records_nothing() or not trace_ids:
+        return JSONResponse({"feedback": {}})
+    return JSONResponse({"feedback": await run_in_threadpool(_given, trace_ids, owner)})
+
+
+def _given(trace_ids: list[str], owner: str) -> dict[str, dict[str, Any]]:
+    given = {}
+    for trace_id in trace_ids:
+        trace = _owned_trace(trace_id, owner)
+        if trace is not None and (own := _own_feedback(trace, owner)) is not None:
+            given[trace_id] = {"value": own.value, "comment": own.rationale}
+    return given
 
 
 def _recorded(trace_id: str, owner: str, value: bool, comment: str | None) -> Response:
@@ -107,8 +138,15 @@ def record(trace: Any, owner: str, value: bool, comment: str | None) -> tuple[An
 
     source = AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id=owner)
     trace_id = trace.info.trace_id
-    for earlier in trace.info.assessments or []:
-        if earlier.name == NAME and earlier.source.source_id == owner and earlier.valid is not False:
-            replacement = Feedback(name=NAME, value=value, rationale=comment, source=source)
-            return mlflow.update_assessment(trace_id, earlier.assessment_id, replacement), True
+    if (earlier := _own_feedback(trace, owner)) is not None:
+        replacement = Feedback(name=NAME, value=value, rationale=comment, source=source)
+        return mlflow.update_assessment(trace_id, earlier.assessment_id, replacement), True
     return mlflow.log_feedback(trace_id=trace_id, name=NAME, value=value, rationale=comment, source=source), False
+
+
+def _own_feedback(trace: Any, owner: str) -> Any:
+    """The owner's `user_feedback` on the trace, if they gave one (and it was not overridden)."""
+    for assessment in trace.info.assessments or []:
+        if assessment.name == NAME and assessment.source.source_id == owner and assessment.valid is not False:
+            return assessment
+    return None

@@ -124,6 +124,8 @@ def _custom_outputs(turn: memory.Turn | None) -> dict[str, str] | None:
     trace's (`trace_id`, unless tracing sampled this request out), for feedback on it (feedback.py)."""
     state = request_state.current()
     trace_id = tracing.tag_trace(state.owner if state else None, turn.conversation_id if turn else None)
+    if turn is not None:
+        turn.trace_id = trace_id  # kept with the answer: the chat page rates it again after a reload
     extra = {**(turn.custom_outputs() if turn else {}), **({"trace_id": trace_id} if trace_id else {})}
     return extra or None
 

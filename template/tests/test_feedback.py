@@ -112,6 +112,37 @@ def test_feedback_without_an_identity_is_a_401(client):
     assert response.status_code == 401, response.text
 
 
+def test_a_conversation_read_back_names_each_answers_trace_and_the_callers_feedback_on_it(client):
+    """What the chat page reads after a reload: the trace beside each stored answer (GET /conversations/{id}), then
+    the caller's own thumbs on those traces (GET /feedback), and nobody else's."""
+    first = client.post("/invocations", json={"input": "What time is it?"}).json()
+    conversation = first["custom_outputs"]["session_id"]
+    second = client.post("/invocations", json={"input": "Thanks", "context": {"conversation_id": conversation}})
+    traces = [first["custom_outputs"]["trace_id"], second.json()["custom_outputs"]["trace_id"]]
+    read = client.get(f"/conversations/{conversation}").json()
+    kinds = [item.get("role") or item["type"] for item in read["items"]]
+    assert kinds == ["user", "function_call", "function_call_output", "assistant", "user", "assistant"]
+    assert read["trace_ids"] == [None, traces[0], traces[0], traces[0], None, traces[1]]
+
+    assert client.post("/feedback", json={"trace_id": traces[1], "value": False, "comment": "Curt."}).status_code == 200
+    asked = "&".join(f"trace_id={trace_id}" for trace_id in traces)
+    assert client.get(f"/feedback?{asked}").json() == {"feedback": {traces[1]: {"value": False, "comment": "Curt."}}}
+    assert client.get(f"/feedback?{asked}", headers={"x-test-user": BOB}).json() == {"feedback": {}}
+    assert client.get("/feedback").json() == {"feedback": {}}
+
+
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ("trace_id=../../etc", "is not a trace id"),
+        ("&".join(f"trace_id=tr-{n:032x}" for n in range(101)), "At most 100"),
+    ],
+)
+def test_reading_feedback_with_bad_trace_ids_is_a_400(client, query, names):
+    response = client.get(f"/feedback?{query}")
+    assert response.status_code == 400 and names in response.json()["error"]["message"], response.text
+
+
 def test_a_thumbs_down_conversation_becomes_a_case_of_the_evaluation_set(client, tmp_path):
     """`uv run evaluate --from-feedback`: the conversation up to the disliked answer, as a case cases.load reads."""
     from agent_server.evaluation import cases, from_feedback

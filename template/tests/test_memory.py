@@ -329,6 +329,35 @@ def test_a_turn_cancelled_while_it_takes_its_lease_gives_the_lease_back(backend)
     assert asyncio.run(cancel_then_start_again()) == []
 
 
+def test_a_database_of_schema_2_gets_each_answers_trace_column_and_its_conversations_go_on(backend, api_mode):
+    """Schema 3 keeps each answer's trace (memory/schema.py): a database as release 2 left it, with a conversation
+    in it, is migrated at start-up; the old answers have no trace, the new one has."""
+    from agent_server.app import app
+
+    def back_to_version_2(connection: sa.Connection) -> None:
+        connection.execute(sa.text("ALTER TABLE agent_conversation_items DROP COLUMN trace_id"))
+        connection.execute(sa.text("UPDATE agent_memory_schema SET version = 2"))
+
+    async def downgrade() -> None:
+        engine = create_async_engine(memory.settings().url)
+        async with engine.begin() as connection:
+            await connection.run_sync(back_to_version_2)
+        await engine.dispose()
+
+    with TestClient(app, headers={"x-test-user": ADA}) as client:
+        chat = Conversation(client, stream=False)
+        chat.send("Hello")
+    if memory.settings().url.get_backend_name() == "sqlite":  # the standard library's driver, which has no async form
+        with sa.create_engine(memory.settings().url).begin() as connection:
+            back_to_version_2(connection)
+    else:
+        asyncio.run(downgrade())
+    with TestClient(app, headers={"x-test-user": ADA}) as client:
+        assert counts(2, 1) in reply_text(chat.send("Again"))
+        traces = stored(client, chat.id).json()["trace_ids"]
+        assert traces[:2] == [None, None] and traces[2] is None and traces[3] is not None
+
+
 def test_a_database_written_by_a_newer_release_is_refused(tmp_path):
     async def newer_then_open() -> str:
         url = sa.URL.create("sqlite+pysqlite", database=str(tmp_path / "newer.db"))

@@ -2,8 +2,10 @@
 """The caller's stored conversations: list, read, rename and delete them.
 
     GET    /conversations        {"conversations": [{"id", "title", "updated_at"}]}, newest first
-    GET    /conversations/{id}   {"id", "items": [...]}: the items as the model sees them (a call that waits
-                                 for the user's approval, with no output)
+    GET    /conversations/{id}   {"id", "items": [...], "trace_ids": [...]}: the items as the model sees them
+                                 (a call that waits for the user's approval, with no output), and beside each
+                                 the trace of the turn whose answer it is (null for what the client sent, or
+                                 an untraced turn): feedback's trace_id
     PATCH  /conversations/{id}   {"title": "..."} -> {"id", "title"}: 1 to 200 characters, no control characters
     DELETE /conversations/{id}   204
 
@@ -27,7 +29,7 @@ from fastapi.responses import JSONResponse
 
 from agent_server import llm
 from agent_server.errors import BadRequest, error_response, quoted
-from agent_server.history import ApiMode, approvals, render_history
+from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.json_body import small_json
 from agent_server.memory.database import store
 from agent_server.memory.schema import conversations
@@ -55,7 +57,9 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         if rows is None:
             return _not_found(conversation_id)
         stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
-        return JSONResponse({"id": conversation_id, "items": waiting_shown(stored, llm.settings().api)})
+        shown = waiting_shown(stored, llm.settings().api)
+        traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
+        return JSONResponse({"id": conversation_id, "items": [entry.item for entry in shown], "trace_ids": traces})
 
     return await _for_caller(request, answer)
 
@@ -115,13 +119,13 @@ async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Respon
         return error_response(503, f"Conversation memory is unavailable: {error}. Try again.")
 
 
-def waiting_shown(stored: list[dict[str, Any]], api: ApiMode) -> list[dict[str, Any]]:
-    """The stored items as the model sees them, except that the call the conversation ends on, when it waits for
-    the user's approval, keeps no output: the render would answer it as interrupted, and a client (the chat page)
-    would not ask the user again."""
-    shown = render_history(stored, api)
+def waiting_shown(stored: list[dict[str, Any]], api: ApiMode) -> list[Rendered]:
+    """The stored items as the model sees them (each with the stored item it stands for), except that the call the
+    conversation ends on, when it waits for the user's approval, keeps no output: the render would answer it as
+    interrupted, and a client (the chat page) would not ask the user again."""
+    shown = render_with_sources(stored, api)
     answered = {item.get("call_id") for item in stored if item.get("type") == "function_call_output"}
-    last = shown[-1] if shown else {}
+    last = shown[-1].item if shown else {}
     call_id = str(last.get("call_id", ""))
     if (
         last.get("type") == "function_call_output"

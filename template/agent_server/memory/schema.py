@@ -3,8 +3,9 @@
 
 Two tables: `agent_conversations` (one row per owner and conversation id, with the turn lease)
 and `agent_conversation_items` (the conversation's items in order, as history.render_each
-renders them, in JSON). Two more keep background runs (agent_server/runs/): `agent_runs` (one row
-per run: its owner, status, holder and heartbeat) and `agent_run_events` (each run's stream, in order).
+renders them, in JSON; an answer's with the trace of the turn that made it, for feedback).
+Two more keep background runs (agent_server/runs/): `agent_runs` (one row per run: its owner,
+status, holder and heartbeat) and `agent_run_events` (each run's stream, in order).
 A fifth, `agent_memory_schema`, holds the schema version.
 
 The schema changes only forward: MIGRATIONS[n] takes a database from version n-1 to n, and
@@ -19,7 +20,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
 
 metadata = sa.MetaData()
@@ -45,6 +46,7 @@ items = sa.Table(
     sa.Column("format", sa.Integer, nullable=False),
     sa.Column("item", sa.Text, nullable=False),
     sa.Column("item_id", sa.Text),
+    sa.Column("trace_id", sa.String(64)),  # the answer's trace (schema 3), which the chat page rates after a reload
 )
 
 runs = sa.Table(
@@ -87,7 +89,13 @@ def _version_2(connection: sa.Connection) -> None:
     metadata.create_all(connection, tables=[runs, run_events])
 
 
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2}
+def _version_3(connection: sa.Connection) -> None:
+    # Version 1 creates the items table as this module declares it, so a new database has the column already.
+    if "trace_id" not in {column["name"] for column in sa.inspect(connection).get_columns(items.name)}:
+        connection.execute(sa.text(f"ALTER TABLE {items.name} ADD COLUMN trace_id VARCHAR(64)"))
+
+
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3}
 
 
 class SchemaTooNew(RuntimeError):

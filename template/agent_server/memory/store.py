@@ -47,6 +47,7 @@ class StoredItem:
     item: dict[str, Any]
     item_id: str | None
     format: int = ITEM_FORMAT
+    trace_id: str | None = None  # an answer's: the trace of the turn that made it
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,7 @@ def _finish_turn(
                 {
                     "owner": owner, "conversation_id": conversation_id, "seq": first + n,
                     "starts_turn": stored.item.get("role") == "user", "format": stored.format,
-                    "item": json.dumps(stored.item), "item_id": stored.item_id,
+                    "item": json.dumps(stored.item), "item_id": stored.item_id, "trace_id": stored.trace_id,
                 }
                 for n, stored in enumerate(turn)
             ],
@@ -260,18 +261,16 @@ def _delete_older_than(cutoff: float, connection: sa.Connection) -> int:
     old = sa.select(conversations.c.owner, conversations.c.id).where(conversations.c.updated_at < cutoff)
     gone = list(connection.execute(old))
     for owner, conversation_id in gone:
-        connection.execute(items.delete().where(_items_of(owner, conversation_id)))
-        connection.execute(conversations.delete().where(_conversation(owner, conversation_id)))
+        _delete(owner, conversation_id, connection)
     return len(gone)
 
 
 def _items(connection: sa.Connection, owner: str, conversation_id: str) -> list[StoredItem]:
-    query = (
-        sa.select(items.c.item, items.c.item_id, items.c.format)
-        .where(_items_of(owner, conversation_id))
-        .order_by(items.c.seq)
+    query = sa.select(items.c.item, items.c.item_id, items.c.format, items.c.trace_id).where(
+        _items_of(owner, conversation_id)
     )
-    return [StoredItem(json.loads(item), item_id, format) for item, item_id, format in connection.execute(query)]
+    rows = connection.execute(query.order_by(items.c.seq))
+    return [StoredItem(json.loads(item), item_id, format, trace_id) for item, item_id, format, trace_id in rows]
 
 
 def _conversation(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:

@@ -126,6 +126,7 @@ class Turn:
     history: History
     api: ApiMode
     named: str | None = None  # the conversation id the client named (None: one the app made for this turn)
+    trace_id: str | None = None  # this turn's trace, kept with its answer (None: not traced)
     done: bool = field(default=False)
 
     def custom_outputs(self) -> dict[str, str]:
@@ -134,7 +135,10 @@ class Turn:
     async def finish(self, output: Sequence[Mapping[str, Any]]) -> None:
         """Store this turn (what the client added, then the answer) and end it."""
         answer = render_each(list(output), self.api)
-        added = [StoredItem(entry.item, _id(entry.client_id)) for entry in [*self.merged.new, *answer]]
+        added = [
+            *(StoredItem(entry.item, _id(entry.client_id)) for entry in self.merged.new),
+            *(StoredItem(entry.item, _id(entry.client_id), trace_id=self.trace_id) for entry in answer),
+        ]
         # A conversation keeps its title (the first message's, or the one its owner gave it) through edits.
         title = _title(self.merged.history) if self.merged.kind == "new conversation" else None
         current = settings()
