@@ -827,14 +827,14 @@ def test_a_conversation_reads_well_at_desktop_and_phone_width(served_app, browse
 
 @pytest.fixture(scope="module")
 def slow_tools_app(renders, tmp_path_factory) -> Iterator[dict[str, str]]:
-    """An app whose MCP server's slow_lookup takes 3 s; the server counts its calls at GET /calls (since its start:
-    the tests here read the calls they add)."""
+    """An app whose MCP server's slow_lookup takes 3 s, and whose delete_file asks first; the server counts their
+    calls at GET /calls and GET /deleted (since its start: the tests here read the calls they add)."""
     app = renders["defaults"]
     uv("sync", "--locked", "--no-config", cwd=app)
     port = free_port()
     serve = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({port})"
     tools = f"http://127.0.0.1:{port}"
-    declared = json.dumps([{"name": "tools", "url": f"{tools}/mcp"}])
+    declared = json.dumps([{"name": "tools", "url": f"{tools}/mcp", "require_approval": ["delete_file"]}])
     with (
         ServerProcess([str(app / ".venv" / "bin" / "python"), "-c", serve], clean_env(), f"{tools}/mcp", cwd=app),
         running_app(app, tmp_path_factory.mktemp("slow-tools"), MCP_SERVERS=declared) as url,
@@ -897,4 +897,29 @@ def test_stop_cancels_the_run_and_the_conversation_keeps_its_prompt(slow_tools_a
     assert "interrupted" in kept[-1]["output"]
     chat.ask("Never mind")
     expect(chat.replies.last).to_contain_text("I saw 2 user, 0 assistant and 1 tool turns. You said: Never mind")
+    assert not chat.errors
+
+
+def test_an_mcp_tool_that_asks_first_runs_once_approved_and_never_denied(slow_tools_app, browser_page):
+    """A real MCP server's delete_file (require_approval), approved and denied from the page: counted at the
+    server, it runs once for the approval, never for the denial, and never again for the replays after them."""
+    deleted = lambda: httpx.get(f"{slow_tools_app['tools']}/deleted").json()  # noqa: E731
+    before = deleted()
+    chat = ChatPage(browser_page, slow_tools_app["url"])
+    tools = browser_page.locator("details.tool")
+    chat.ask("Use delete_file")
+    expect(tools.nth(0).locator(".approval")).to_contain_text("delete_file (tools) asks to run.")
+    assert deleted() == before, "nothing runs before the user answers"
+    tools.nth(0).get_by_role("button", name="Approve delete_file").click()
+    expect(tools.nth(0).locator(".tool-output")).to_have_text("deleted a.txt")
+    expect(chat.send).to_be_enabled()
+    chat.ask("Use delete_file again")
+    tools.nth(1).get_by_role("button", name="Deny delete_file").focus()
+    browser_page.keyboard.press("Enter")
+    expect(tools.nth(1).locator(".tool-status")).to_have_text("denied")
+    expect(chat.replies.last).to_contain_text("The user denied this tool call")
+    chat.ask("Thanks")
+    expect(chat.replies.last).to_contain_text("You said: Thanks")
+    assert deleted() == [*before, "a.txt"], "once for the approval, never for the denial or a replay"
+    expect(browser_page.locator(".error")).to_have_count(0)
     assert not chat.errors

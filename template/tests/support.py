@@ -333,11 +333,12 @@ def mcp_tool_server(path: str = "/mcp", token: str | None = None) -> ToolServer:
     app = tools.streamable_http_app(streamable_http_path=path)
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] == "/calls":  # what its slow tool ran, for tests in a process
+        counted = {"/calls": TOOL_CALLS, "/deleted": DELETED}  # what its tools ran, for tests in another process
+        if scope["type"] == "http" and scope["path"] in counted:
             await send(
                 {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
             )
-            await send({"type": "http.response.body", "body": json.dumps(TOOL_CALLS).encode()})
+            await send({"type": "http.response.body", "body": json.dumps(counted[scope["path"]]).encode()})
             return
         if scope["type"] == "http":
             headers = {key.decode(): value.decode() for key, value in scope["headers"]}
