@@ -338,8 +338,8 @@ SUMMARY_TAIL = "Connect send_summary in agent.py to your own system."
 
 def test_edit_regenerate_comment_rename_and_delete_from_the_page(served_app, browser, artifacts):
     """Regenerate the last answer, edit a sent message (keyboard alone), comment on a thumb (shown again after a
-    reload), rename a conversation (keyboard alone) and delete it. A branch is the history before the message and the message, marked
-    custom_inputs.replace_history, so the model sees it once: its reply counts what it saw."""
+    reload), rename a conversation (keyboard alone) and delete it. A branch is the history before the message and
+    the message, marked custom_inputs.replace_history, so the model sees it once: its reply counts what it saw."""
     chat = ChatPage(browser.new_page(), served_app)
     page = chat.page
     chat.ask("Hello")
