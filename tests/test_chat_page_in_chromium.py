@@ -173,6 +173,19 @@ class ChatPage:
         expect(self.send).to_be_enabled(timeout=60_000)
 
 
+def tabbed_through(page: Page, presses: int = 40) -> list[str]:
+    """The accessible names of the controls that Tab reaches, in order, from the top of the page."""
+    page.locator("body").focus()
+    reached = []
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(
+            "(e => e.getAttribute('aria-label') || e.textContent.slice(0, 40))(document.activeElement)"
+        )
+        reached.append(focused)
+    return reached
+
+
 def said(count: str, text: str) -> str:
     return f"Offline model: I saw {count} turns. You said: {text}"
 
@@ -398,8 +411,12 @@ def test_edit_regenerate_comment_rename_and_delete_from_the_page(served_app, bro
     expect(reopened.replies.nth(0).get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "false")
     reopened.ask("Thanks")
     expect(reopened.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: Thanks")
+    reopened.page.set_viewport_size(DESKTOP)  # the list beside the chat (on a phone, a drawer the toggle opens)
+    reached = tabbed_through(reopened.page)
+    for control in ["New chat", "Rename Greetings", "Delete Greetings", "Edit message", "Good answer",
+                    "Bad answer", "Copy reply", "Regenerate the answer", "Message", "Send"]:  # fmt: skip
+        assert control in reached, f"{control!r} cannot be reached with Tab: {reached}"
     reopened.page.once("dialog", lambda dialog: dialog.accept())
-    reopened.page.locator("#toggle-sidebar").click()
     reopened.page.get_by_role("button", name="Delete Greetings").click()
     expect(reopened.conversations).to_have_count(0)
     expect(reopened.page.locator(".turn")).to_have_count(0)
