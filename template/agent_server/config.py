@@ -7,10 +7,9 @@ value from here. A bad value is a ConfigurationError that names the variable, ne
 the default. Tests change settings in one way: set the variables, then `reload()` (the app's tests do both
 through their `app_settings` fixture).
 
-Each group is read on first use, so a bad setting of one part (memory, say) does not stop another part
-from reading its own. The README's Configuration table lists every variable declared here
-(tests/test_config.py checks both ways). Stdlib only, and no import of the rest of the app, so every
-module may read it, the history render included.
+Each group is read on first use, so a bad setting of one part (memory, say) does not stop another part from
+reading its own. The README's Configuration table lists every variable declared here (tests/test_config.py
+checks both ways). Stdlib only, and no import of the rest of the app, so every module may read it.
 """
 
 from __future__ import annotations
@@ -125,6 +124,7 @@ class Deployment:
     databricks_app_port: str = setting("DATABRICKS_APP_PORT", text, "", "set by Databricks Apps: the port")
     port: str = setting("PORT", text, "8000", "the port start-app listens on elsewhere")
     host: str = setting("HOST", text, "", "the address start-app listens on")
+    workers: str = setting("WEB_CONCURRENCY", lowercase, "", "start-app's processes: a number, or auto (one per CPU)")
 
     @property
     def on_databricks_apps(self) -> bool:

@@ -6,6 +6,11 @@ environment wins over the file. The configuration is checked before the app is i
 missing credential fails in a moment with a message that names what to set.
 
 `--reload` restarts the app when a file under agent_server/ changes (for local development).
+
+It serves with one process locally, and deployed (on Databricks Apps, or with APP_ENV=production, as the
+Dockerfile sets) with one per CPU the instance grants: its CPU affinity, bounded by its cgroup's CPU quota,
+not the host's CPU count. `--workers` or WEB_CONCURRENCY (a number, or `auto`) says otherwise. The workers
+share one approval secret: MCP_APPROVAL_SECRET, or one this command makes for them.
 Logs go to stderr as agent_server/logs.py sets them up: LOG_LEVEL, and JSON lines when deployed.
 
 It listens on loopback (127.0.0.1) unless told otherwise (--host or HOST) or deployed
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import secrets
 import signal
 import sys
 from pathlib import Path
@@ -32,9 +38,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="start-app", description="Serve the agent on /invocations.")
     parser.add_argument("--host", default=default_host(), help="default: $HOST; 0.0.0.0 on Databricks Apps; 127.0.0.1")
     parser.add_argument("--port", type=port_number, default=None, help="default: $DATABRICKS_APP_PORT, $PORT or 8000")
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--workers", type=worker_count, default=None, help="a number, or auto (one per CPU the instance grants); "
+        "default: $WEB_CONCURRENCY, else auto when deployed, else 1"
+    )  # fmt: skip
     parser.add_argument("--reload", action="store_true", help="restart when a file under agent_server/ changes")
     args = parser.parse_args(argv)
+    if args.workers is None:
+        deployment = config.settings().deployment
+        try:
+            args.workers = worker_count(deployment.workers or ("auto" if deployment.deployed else "1"))
+        except argparse.ArgumentTypeError as error:
+            sys.exit(f"start-app: WEB_CONCURRENCY: {error}")
     if args.reload and args.workers != 1:
         parser.error("--reload serves with one worker")
     if args.port is None:
@@ -54,6 +69,42 @@ def port_number(text: str) -> int:
     if not text.strip().isdigit() or not 0 < int(text) < 65536:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1 to 65535)")
     return int(text)
+
+
+def worker_count(text: str) -> int:
+    """`auto` (cpus_granted) or a whole number from 1."""
+    if text.strip().lower() == "auto":
+        return cpus_granted()
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not auto or a number of processes (1 or more)")
+    return int(text)
+
+
+def cpus_granted(cgroup: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")) -> int:
+    """The CPUs this process may use: its CPU affinity, bounded by its cgroup's CPU quota (a container's limit,
+    which the host's CPU count does not show); at least 1."""
+    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = _cpu_quota(cgroup, own)
+    return max(1, min(count, math.ceil(quota)) if quota else count)
+
+
+def _cpu_quota(cgroup: Path, own: Path) -> float | None:
+    """CPUs' worth of time per period that the cgroup allows (v2's cpu.max, else v1's CFS quota); None: no limit."""
+    try:
+        where = own.read_text().splitlines()[0].split(":", 2)[2].lstrip("/") if own.exists() else ""
+    except (OSError, IndexError):
+        where = ""
+    for folder in dict.fromkeys([cgroup / where, cgroup]):  # this process's cgroup; in a container, the root
+        try:
+            quota, period = (folder / "cpu.max").read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        except (OSError, ValueError):
+            continue
+    try:
+        quota_us = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
+        return quota_us / int((cgroup / "cpu" / "cpu.cfs_period_us").read_text()) if quota_us > 0 else None
+    except (OSError, ValueError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,11 +134,17 @@ def main(argv: list[str] | None = None) -> None:
         # DNS rebinding: answer only to loopback names. Set in the environment, for uvicorn's worker processes too.
         os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)
         config.reload()
+    if args.workers > 1 and not settings.mcp.approval_secret:
+        # An approval one worker signs is answered to another: all of them sign with one secret, made here. Several
+        # instances (PostgreSQL memory) need one of their own: set MCP_APPROVAL_SECRET.
+        os.environ["MCP_APPROVAL_SECRET"] = secrets.token_hex(32)
+        config.reload()
     if read_env_file:
         print("start-app: read .env (variables already set in the environment win)", flush=True)
     where = f"http://{args.host}:{args.port}"
     print(f"start-app: {current.provider} model {current.model!r} over {current.api} on {where}", flush=True)
     print(f"start-app: conversations kept in {kept}", flush=True)
+    print(f"start-app: {args.workers} worker process{'es' if args.workers > 1 else ''}", flush=True)
 
     import uvicorn
 

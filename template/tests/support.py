@@ -273,9 +273,9 @@ class ServerProcess:
 class StartedApp(ServerProcess):
     """`start-app` as a platform runs it, on a free loopback port; entering gives the app's URL."""
 
-    def __init__(self, env: dict[str, str], port_flag: bool = True) -> None:
+    def __init__(self, env: dict[str, str], port_flag: bool = True, options: tuple[str, ...] = ()) -> None:
         port = free_port()
-        args = [START_APP, "--port", str(port)] if port_flag else [START_APP]
+        args = [START_APP, *options, "--port", str(port)] if port_flag else [START_APP, *options]
         super().__init__(
             args, env if port_flag else {**env, "DATABRICKS_APP_PORT": str(port)}, f"http://127.0.0.1:{port}/health"
         )

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -186,7 +187,10 @@ def test_a_turn_the_model_failed_is_not_stored_and_the_conversation_goes_on(clie
 def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(backend, api_mode, monkeypatch):
     from agent_server.app import app
 
+    running = threading.Event()
+
     async def slow_tool() -> str:
+        running.set()
         await asyncio.sleep(2)
         return "late"
 
@@ -197,10 +201,8 @@ def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(ba
         body = {"input": [{"role": "user", "content": "Use f"}], "context": {"conversation_id": chat.id}}
         with monkeypatch.context() as patch:
             patch.setattr("agent_server.agent.create_agent", lambda: slow)
-            with client.stream("POST", "/invocations", json={**body, "stream": True}) as response:
-                for line in response.iter_lines():
-                    if "response.output_item.done" in line:  # the tool call: the tool is running now
-                        break
+            with client.stream("POST", "/invocations", json={**body, "stream": True}):
+                assert running.wait(30), "the tool never started"  # the client hangs up while it runs
         time.sleep(3)  # past the tool: had the turn gone on after the hang-up, it would be stored by now
         assert len(stored(client, chat.id).json()["items"]) == 2
         assert counts(2, 1) in reply_text(chat.send("Two"))
