@@ -25,7 +25,7 @@ from agents import Agent, ModelSettings, function_tool
 from conftest import AppSettings
 from fastapi.testclient import TestClient
 from sqlalchemy.ext.asyncio import create_async_engine
-from support import Conversation, ServerThread, post_turn, reply_text
+from support import Conversation, ServerThread, post_turn, replayed, reply_text
 
 from agent_server import agent, llm, memory
 from agent_server.memory.schema import ITEM_FORMAT, SchemaTooNew
@@ -73,6 +73,26 @@ def test_each_turn_reaches_the_model_once_whichever_way_the_client_sends_it(clie
     assert [item.get("role") or item["type"] for item in kept] == [
         *["user", "assistant"] * 2, "user", "function_call", "function_call_output", "assistant", "user", "assistant",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+def test_a_client_that_keeps_its_own_history_and_names_no_conversation_stores_nothing(client, stream):
+    """A stateless API client sends its whole history every turn, naming no conversation: stored, each turn would
+    be a new conversation holding it all again (n²/2 items for n turns). It is served as with memory off."""
+    history: list = []
+    alone = {"x-test-user": f"carol-{uuid.uuid4()}@example.com"}  # no other test's conversations (PostgreSQL)
+    for turn, text in enumerate(["Hello", "What time is it?", "Thanks"], start=1):
+        history.append({"role": "user", "content": text})
+        items, outputs = post_turn(client, {"input": history}, stream, alone)
+        assert f"I saw {turn} user" in reply_text(items), "the model saw the client's whole history"
+        history.extend(replayed(items, "chat_ui"))
+        if turn == 1:
+            first = outputs["session_id"]  # a first turn alone starts a conversation, as before
+        else:
+            assert "session_id" not in (outputs or {}) and outputs["trace_id"], outputs
+    listed = client.get("/conversations", headers=alone).json()["conversations"]
+    assert [conversation["id"] for conversation in listed] == [first]
+    assert len(stored(client, first, alone["x-test-user"]).json()["items"]) == 2, "the later turns stored nothing"
 
 
 def test_a_chat_completions_client_extends_its_conversation(client, caplog):
@@ -331,33 +351,48 @@ def test_a_turn_cancelled_while_it_takes_its_lease_gives_the_lease_back(backend)
     assert asyncio.run(cancel_then_start_again()) == []
 
 
-def test_a_database_of_schema_2_gets_each_answers_trace_column_and_its_conversations_go_on(backend, api_mode):
+def test_a_database_of_schema_2_gets_each_answers_trace_column_and_its_conversations_go_on(
+    backend, api_mode, model_log
+):
     """Schema 3 keeps each answer's trace (memory/schema.py): a database as release 2 left it, with a conversation
-    in it, is migrated at start-up; the old answers have no trace, the new one has."""
-    from agent_server.app import app
+    in it, is migrated at start-up; the old answer has no trace, the new one has."""
+    old_id = f"old-{uuid.uuid4()}"
 
-    def back_to_version_2(connection: sa.Connection) -> None:
+    def as_release_2_left_it(connection: sa.Connection) -> None:
         connection.execute(sa.text("ALTER TABLE agent_conversation_items DROP COLUMN trace_id"))
         connection.execute(sa.text("UPDATE agent_memory_schema SET version = 2"))
+        connection.execute(
+            sa.text(
+                "INSERT INTO agent_conversations (owner, id, title, created_at, updated_at) VALUES (:o, :i, 'x', 0, :t)"
+            ),
+            {"o": ADA, "i": old_id, "t": time.time()},  # recent: kept by MEMORY_MAX_AGE_DAYS
+        )
+        for seq, item in enumerate([{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi."}]):
+            connection.execute(
+                sa.text(
+                    "INSERT INTO agent_conversation_items (owner, conversation_id, seq, starts_turn, format, item) "
+                    "VALUES (:o, :i, :seq, :starts, 1, :item)"
+                ),
+                {"o": ADA, "i": old_id, "seq": seq, "starts": seq == 0, "item": json.dumps(item)},
+            )
 
     async def downgrade() -> None:
-        engine = create_async_engine(memory.settings().url)
-        async with engine.begin() as connection:
-            await connection.run_sync(back_to_version_2)
-        await engine.dispose()
+        store = Store(memory.settings().url)
+        try:
+            await store.open()  # this release's schema, then back to release 2's
+            await store.run(as_release_2_left_it, write=True)
+        finally:
+            await store.close()
+
+    asyncio.run(downgrade())
+    from agent_server.app import app
 
     with TestClient(app, headers={"x-test-user": ADA}) as client:
         chat = Conversation(client, stream=False)
-        chat.send("Hello")
-    if memory.settings().url.get_backend_name() == "sqlite":  # the standard library's driver, which has no async form
-        with sa.create_engine(memory.settings().url).begin() as connection:
-            back_to_version_2(connection)
-    else:
-        asyncio.run(downgrade())
-    with TestClient(app, headers={"x-test-user": ADA}) as client:
+        chat.id = old_id
         assert counts(2, 1) in reply_text(chat.send("Again"))
         traces = stored(client, chat.id).json()["trace_ids"]
-        assert traces[:2] == [None, None] and traces[2] is None and traces[3] is not None
+        assert traces[:3] == [None, None, None] and traces[3] is not None, traces
 
 
 def test_a_database_written_by_a_newer_release_is_refused(tmp_path):

@@ -3,7 +3,10 @@
 
 A conversation is named by `context.conversation_id` (the Databricks chat UI sends its chat id)
 or `custom_inputs.session_id` (upstream agent templates); a request that names none starts a
-new one with an id the app makes. Every answer carries the id as `custom_outputs.session_id`.
+new one with an id the app makes, and every answer carries the id as `custom_outputs.session_id`. Except:
+a request that names none and brings the model's own items (earlier answers, tool calls) is a client that
+keeps its own history, as stateless API clients do. It is served as with memory off, and nothing is stored:
+it would store its whole history again on every turn (n²/2 items for n turns), and read nothing back.
 
 A conversation belongs to the identity that made it: on Databricks Apps, the user the platform
 forwards (`X-Forwarded-User`, else `X-Forwarded-Email`), which only a deployed app can trust.
@@ -32,7 +35,7 @@ from agent_server import config, llm
 from agent_server.errors import BadRequest
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.memory import database, leases
-from agent_server.memory.merge import Merge, merge
+from agent_server.memory.merge import Merge, made_by_client, merge
 from agent_server.memory.settings import enabled, settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
 from agent_server.offload import INLINE_ITEMS, cpu_work
@@ -174,7 +177,8 @@ class MemoryFailure(RuntimeError):
 
 
 async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: History) -> Turn | None:
-    """Take the conversation this request names (or a new one) and merge its stored items in; None if memory is off.
+    """Take the conversation this request names (or a new one) and merge its stored items in; None if memory is off,
+    or the client keeps its own history.
 
     BadRequest: 401 (no identity), 400 (a bad id), 413 (too much to store), 409 (busy), 503 (database).
     """
@@ -182,6 +186,8 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
         return None
     owner = owner_of(headers)
     named = conversation_id_of(body)
+    if named is None and not all(made_by_client(entry.item) for entry in sent.each):
+        return None  # a client that keeps its own history (this module's docstring): nothing to store or read
     replace = replaces_history(body)
     conversation_id = named or str(uuid.uuid4())
     api = llm.settings().api
