@@ -82,6 +82,13 @@ def assert_all_passed(result: subprocess.CompletedProcess) -> None:
     assert not re.search(r"failed|skipped|xfail|error", summary), summary
 
 
+def passed(test: str, output: str) -> bool:
+    """`pytest -v` says the test (a node id, or its end) passed: in one process or, as the app's tests run, on
+    pytest-xdist's workers (`[gw0] [ 50%] PASSED tests/...::test`)."""
+    name = re.escape(test)
+    return re.search(rf"{name}\S* PASSED|PASSED \S*{name}", output) is not None
+
+
 def load_module(name: str, path: Path) -> ModuleType:
     """A Python file of the template or of a render, imported by path (neither is a package here)."""
     spec = importlib.util.spec_from_file_location(name, path)

@@ -1,4 +1,5 @@
-"""The generated app installs from its committed lock and passes its own test suite; and in a fresh render,
+"""The generated app installs from its committed lock, passes its own test suite and type-checks (uv run mypy, as
+its CI does); and in a fresh render,
 `uv run evaluate` passes on the offline model and leaves an MLflow run that MLflow's own search reads."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ def test_app_installs_locked_and_its_tests_pass(renders, name):
     uv("sync", "--locked", "--dev", "--no-config", cwd=app)
     result = uv("run", "--locked", "--no-config", "pytest", "-p", "no:cacheprovider", cwd=app)
     assert_all_passed(result)
+    uv("run", "--locked", "--no-config", "mypy", cwd=app)  # the app's CI step beside its tests
     if name == "defaults":
         evaluated_in(app)
 

@@ -58,10 +58,13 @@ def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
             "-v",
             "-p",
             "no:cacheprovider",
+            "-n",
+            "0",  # one process: its tests share the one database
             "-k",
             "postgres",
             "tests/test_memory.py",
             "tests/test_runs.py",
+            "tests/test_conversation_edits.py",
         ],
         cwd=app,
         env=clean_env(MEMORY_TEST_POSTGRES_URL=postgres.url),

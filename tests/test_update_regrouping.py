@@ -7,12 +7,11 @@ so the update needs no migration: the template's own modules are replaced, the o
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
-from renders import render
+from renders import passed, render
 from template_versions import commit, generate, git, new_repo, release, update
 from test_update import (
     COPIER,
@@ -98,4 +97,4 @@ def test_a_customised_app_of_the_flat_layout_keeps_its_changes_and_works(version
         app, "tests/test_my_agent.py", "tests/test_multiturn.py", "tests/test_owner_hooks.py", "tests/test_memory.py",
         "tests/test_config.py",
     )  # fmt: skip
-    assert re.search(r"test_my_agent\.py::test_my_agent\S* PASSED", output)
+    assert passed("test_my_agent.py::test_my_agent", output)

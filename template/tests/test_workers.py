@@ -92,7 +92,8 @@ def test_a_bad_worker_count_is_a_one_line_error(app_settings, value, capsys):
     app_settings.setenv("WEB_CONCURRENCY", value)
     with pytest.raises(SystemExit) as stopped:
         start_server.parse_args([])
-    assert str(stopped.value) == f"start-app: WEB_CONCURRENCY: {value!r} is not auto or a number of processes (1 or more)"
+    says = f"{value!r} is not auto or a number of processes (1 or more)"
+    assert str(stopped.value) == f"start-app: WEB_CONCURRENCY: {says}"
     with pytest.raises(SystemExit):
         start_server.parse_args(["--workers", value])
     assert "is not auto or a number of processes" in capsys.readouterr().err
