@@ -1,11 +1,10 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Every setting the app reads, declared once: its variable, type, default, limits and what it means.
 
-One policy for all of them: the environment is read once (the first `settings()`, or `start-app`'s check,
-before it serves), each value is parsed and checked against its limits, and every module reads the parsed
-value from here. A bad value is a ConfigurationError that names the variable, never a silent fall back to
-the default. Tests change settings in one way: set the variables, then `reload()` (the app's tests do both
-through their `app_settings` fixture).
+One policy for all of them: the environment is read once (the first `settings()`, or `start-app`'s check, before
+it serves), each value is parsed and checked against its limits, and every module reads the parsed value from here.
+A bad value is a ConfigurationError that names the variable, never a silent fall back to the default. Tests change
+settings in one way: set the variables, then `reload()` (the app's tests: their `app_settings` fixture).
 
 Each group is read on first use, so a bad setting of one part (memory, say) does not stop another part from
 reading its own. The README's Configuration table lists every variable declared here (tests/test_config.py
@@ -28,8 +27,7 @@ Provider = Literal["openai", "databricks", "offline"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "databricks", "offline")
 MemoryBackend = Literal["none", "sqlite", "postgres"]
 MEMORY_BACKENDS: tuple[MemoryBackend, ...] = ("none", "sqlite", "postgres")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-LOG_FORMATS = ("text", "json")
+LOG_LEVELS, LOG_FORMATS = ("DEBUG", "INFO", "WARNING", "ERROR"), ("text", "json")
 OFFLINE_CALL_ID_STYLES = ("unique", "reuse", "empty")  # the offline model's tool call ids (offline/__init__.py)
 # The loopback names, as a Host header has them: what an app listening on loopback answers to (DNS rebinding:
 # no other name reaches it). As an address to listen on, an IPv6 one has no brackets.
@@ -186,6 +184,8 @@ class RequestLimits:
     max_input_items: int = setting("MAX_INPUT_ITEMS", number(integer=True), 300, "items in `input`; over, a 413")
     max_input_chars: int = setting("MAX_INPUT_CHARS", number(integer=True), 4_000_000, "text in a body; over, a 413")
     body_timeout_seconds: float = setting("BODY_TIMEOUT_SECONDS", number(), 30.0, "to send the head, the body: 408")
+    turns_per_minute: int = setting("RATE_LIMIT_TURNS_PER_MINUTE", number(True, True), 0, "an identity's, a minute")
+    turns_at_once: int = setting("RATE_LIMIT_CONCURRENT_TURNS", number(True, True), 0, "an identity's turns at once")
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,7 @@ class McpSettings:
     tools_ttl: float = setting("MCP_TOOLS_TTL_SECONDS", number(), 300.0, "how long a tool list is cached")
     retry_every: float = setting("MCP_RETRY_SECONDS", number(), 30.0, "how often a server that is down is retried")
     max_output_chars: int = setting("MCP_MAX_OUTPUT_CHARS", number(integer=True), 20_000, "a longer output is cut")
-    approval_secret: str = setting("MCP_APPROVAL_SECRET", text, "", "signs approval requests; unset: per process")
+    approval_secret: str = setting("MCP_APPROVAL_SECRET", text, "", "signs approval requests; unset: start-app's own")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,101 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""FairShares: each identity's turns, at a rate (RATE_LIMIT_TURNS_PER_MINUTE) and at once
+(RATE_LIMIT_CONCURRENT_TURNS); a turn over either gets a 429 with Retry-After. Both are off (0) unless set.
+
+A turn is a POST to /invocations or /responses while it runs: a request, or a background run's attempt (this
+middleware sits below the runs' one, so a run counts once however often it is read, and a retry that a kept
+run answers counts nothing). The identity is conversation memory's (memory.owner_of): the user Databricks Apps
+forwards, or MEMORY_USER_HEADER's; a request whose identity cannot be read passes on, to the request guard's 4xx.
+
+Kept per process, in memory: a check costs no I/O, and adds nothing to a turn's trips to the store. So with W
+worker processes (or instances) an identity may have up to W times the numbers: set them per process. Shared
+counts in the store would cost every turn a round trip or two to the database.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
+
+from agent_server import config, memory
+from agent_server.asgi import HttpMiddleware
+from agent_server.errors import BadRequest, error_response
+
+TURN_PATHS = frozenset({"/invocations", "/responses"})
+MAX_IDENTITIES = 10_000  # buckets kept at most: the least recently used go first (a full bucket is a new one)
+
+
+@dataclass
+class Bucket:
+    tokens: float
+    at: float
+
+
+class Shares:
+    """Each identity's token bucket (its turns a minute) and its turns running now, in this process."""
+
+    def __init__(self) -> None:
+        self.buckets: OrderedDict[str, Bucket] = OrderedDict()
+        self.running: dict[str, int] = {}
+
+    def claim(self, owner: str, per_minute: int, at_once: int, now: float) -> tuple[str, int] | None:
+        """Take a turn for `owner`; or (why not, seconds until it may try again)."""
+        if at_once and self.running.get(owner, 0) >= at_once:
+            return f"at most {at_once} turns at once (RATE_LIMIT_CONCURRENT_TURNS)", 1
+        if per_minute:
+            bucket = self.buckets.pop(owner, None) or Bucket(float(per_minute), now)
+            bucket.tokens = min(per_minute, bucket.tokens + (now - bucket.at) * per_minute / 60)
+            bucket.at = now
+            self.buckets[owner] = bucket  # the most recently used, last
+            while len(self.buckets) > MAX_IDENTITIES:
+                self.buckets.popitem(last=False)
+            if bucket.tokens < 1:
+                wait = math.ceil((1 - bucket.tokens) * 60 / per_minute)
+                return f"at most {per_minute} turns a minute (RATE_LIMIT_TURNS_PER_MINUTE)", wait
+            bucket.tokens -= 1
+        self.running[owner] = self.running.get(owner, 0) + 1
+        return None
+
+    def release(self, owner: str) -> None:
+        left = self.running.get(owner, 1) - 1
+        if left > 0:
+            self.running[owner] = left
+        else:
+            self.running.pop(owner, None)
+
+
+SHARES = Shares()
+
+
+class FairShares(HttpMiddleware):
+    """A turn over its identity's share gets a 429 (see the module docstring)."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limits = config.settings().limits
+        if (
+            scope["method"] != "POST"
+            or scope["path"] not in TURN_PATHS
+            or not (limits.turns_per_minute or limits.turns_at_once)
+        ):
+            await self.app(scope, receive, send)
+            return
+        try:
+            owner = memory.owner_of(Headers(scope=scope))
+        except BadRequest:  # the request guard answers it
+            await self.app(scope, receive, send)
+            return
+        refused = SHARES.claim(owner, limits.turns_per_minute, limits.turns_at_once, time.monotonic())
+        if refused is not None:
+            why, wait = refused
+            message = f"Too many turns: this app gives each user {why}. Try again in {wait} s."
+            await error_response(429, message, headers={"Retry-After": str(wait)})(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            SHARES.release(owner)
