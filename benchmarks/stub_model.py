@@ -12,6 +12,8 @@ Every body is built to validate against the `openai` package's types (tests/test
 
     python benchmarks/stub_model.py --port 0     # prints "stub model listening on http://127.0.0.1:PORT/v1"
     python benchmarks/stub_model.py --port 0 --delay-seconds 5    # each model call answered 5 s late
+    python benchmarks/stub_model.py --port 0 --chunks 20 --over-seconds 5    # a streamed chat completion's
+        reply in 20 deltas, one every 0.25 s (chunked transfer encoding), as a slow model streams (streams.py)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ USAGE_RESPONSES = {
 }
 MAX_BODY_BYTES = 64 * 1024 * 1024
 DELAY_SECONDS = 0.0
+PACED: tuple[int, float] | None = None  # (deltas, over seconds) of a streamed chat completion's reply
 STATUS_TEXT = {200: "OK", 400: "Bad Request", 404: "Not Found", 411: "Length Required", 413: "Payload Too Large"}
 
 
@@ -196,6 +199,9 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                     if method == "POST" and DELAY_SECONDS:
                         await asyncio.sleep(DELAY_SECONDS)  # a slow model: background_runs.py's many runs at once
                     keep_alive = headers.get("connection", "").lower() != "close"
+            if PACED and status == 200 and kind == "text/event-stream" and path.startswith("/v1/chat"):
+                await paced(writer, json.loads(body.split(b"data: ", 2)[1].split(b"\n", 1)[0]), *PACED)
+                continue
             writer.write(
                 (
                     f"HTTP/1.1 {status} {STATUS_TEXT[status]}\r\ncontent-type: {kind}\r\n"
@@ -210,6 +216,27 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
         return
     finally:
         writer.close()
+
+
+async def paced(writer: asyncio.StreamWriter, first: dict, deltas: int, seconds: float) -> None:
+    """A streamed chat completion whose reply comes in `deltas` pieces over `seconds`, in chunked encoding."""
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+
+    def send(data: bytes) -> None:
+        writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    def chunk(delta: dict, finish_reason: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        return b"data: " + json.dumps({**first, "choices": [choice]}).encode() + b"\n\n"
+
+    send(chunk({"role": "assistant", "content": ""}))
+    for number in range(deltas):
+        await writer.drain()
+        await asyncio.sleep(seconds / deltas)
+        send(chunk({"content": f"word{number} "}))
+    send(chunk({}, "stop") + b"data: [DONE]\n\n")
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
 
 
 async def main(port: int, seconds: float) -> None:
@@ -235,6 +262,9 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     parser.add_argument("--max-seconds", type=float, default=3600, help="stop by itself after this long")
     parser.add_argument("--delay-seconds", type=float, default=0.0, help="answer each model call this much later")
+    parser.add_argument("--chunks", type=int, default=0, help="stream a chat reply in this many deltas, paced")
+    parser.add_argument("--over-seconds", type=float, default=5.0, help="the paced deltas' time, all told")
     args = parser.parse_args()
     DELAY_SECONDS = args.delay_seconds
+    PACED = (args.chunks, args.over_seconds) if args.chunks else None
     asyncio.run(main(args.port, args.max_seconds))

@@ -74,7 +74,22 @@ def start_app(runtime, tmp_path: Path, port: int, **overrides: str) -> ServerPro
     env.update(app_yaml_env(app))
     env.update(overrides)
     health = f"http://127.0.0.1:{port}/health"
-    return ServerProcess(app_command(app), env, health, cwd=app, log=tmp_path / f"app-{port}.log", timeout=300)
+    return EveryWorker(app_command(app), env, health, cwd=app, log=tmp_path / f"app-{port}.log", timeout=300)
+
+
+class EveryWorker(ServerProcess):
+    """The app as the platform starts it: one worker process per CPU. Entering waits until every worker has
+    started (start-app says how many; each logs its start), since the proxy's requests may reach any of them."""
+
+    def __enter__(self) -> EveryWorker:
+        super().__enter__()
+        deadline = time.monotonic() + self.timeout
+        while not (found := re.search(r"start-app: (\d+) worker process", self.output)) or self.output.count(
+            "Application startup complete"
+        ) < int(found.group(1)):
+            assert time.monotonic() < deadline and self.process and self.process.poll() is None, self.output
+            time.sleep(0.1)
+        return self
 
 
 def serving_calls(log: list[dict]) -> list[dict]:

@@ -1,0 +1,186 @@
+"""Benchmark: hundreds of slow streams on one worker, HEAD against release 0.1.0.
+
+Run with `scripts/benchmark streams`. A stub model (stub_model.py --chunks 20 --over-seconds 5) streams each reply
+in 20 deltas, one every 0.25 s, as a slow model does. Each app is one `start-app --workers 1` pinned to core 0,
+as rendered (HEAD: SQLite memory on), tracing off; the stub and this client share core 1. For each count of
+streams, all are opened at once, each a client's whole history naming no conversation (stream: true), and for
+each delta that reaches the client its added delay is taken: when it arrived, less when the stub sent it at the
+earliest (the request's start plus its place times 0.25 s). Reported: the p50 and p99 of that delay over every
+delta of every stream, the streams that failed (not a 200, or fewer than 20 deltas), and the app's CPU per delta.
+The client is a bare asyncio HTTP/1.1 reader, so that 1,000 streams cost it little. Traffic goes to 127.0.0.1
+only; every stream is bounded in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from serve import CLIENT_CORE, SERVER_CORE, cpu_seconds, free_port, publish
+
+HEADING = "## Slow streams on one worker (benchmarks/streams.py)"
+HERE = Path(__file__).resolve().parent
+DELTAS, OVER_SECONDS = 20, 5.0
+BODY = json.dumps(
+    {
+        "input": [
+            {"role": "user", "content": "Hello"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi!"}]},
+            {"role": "user", "content": "Tell me a story"},
+        ],
+        "stream": True,
+    }
+).encode()
+DROPPED = ("VIRTUAL_ENV", "UV_", "PYTHONPATH", "LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "APP_ENV")
+
+
+async def one_stream(port: int, deadline: float) -> tuple[list[float], bool]:
+    """The added delay of each delta of one stream (seconds), and whether it got all of them."""
+    started = time.monotonic()
+    delays: list[float] = []
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), deadline - started)
+        writer.write(
+            b"POST /invocations HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(BODY)}\r\nconnection: close\r\n\r\n".encode()
+            + BODY
+        )
+        await writer.drain()
+        status = await asyncio.wait_for(reader.readline(), deadline - time.monotonic())
+        if b" 200 " not in status:
+            writer.close()
+            return delays, False
+        while time.monotonic() < deadline:
+            line = await asyncio.wait_for(reader.readline(), deadline - time.monotonic())
+            if not line:
+                break
+            if b"response.output_text.delta" in line:
+                now = time.monotonic()
+                delays.append(now - started - (len(delays) + 1) * OVER_SECONDS / DELTAS)
+        writer.close()
+    except (TimeoutError, OSError):
+        return delays, False
+    return delays, len(delays) == DELTAS
+
+
+def app_env(stub_url: str, folder: Path, memory: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(DROPPED)}
+    env.update(
+        LLM_PROVIDER="openai", OPENAI_BASE_URL=stub_url, OPENAI_API_KEY="stub", LLM_MODEL="stub",
+        LLM_API="chat_completions", MEMORY_BACKEND=memory, MEMORY_DATABASE_URL=str(folder / "conversations.db"),
+        MLFLOW_TRACE_SAMPLING_RATIO="0", MLFLOW_TRACKING_URI=f"file:{folder / 'mlruns'}", NO_PROXY="127.0.0.1",
+    )  # fmt: skip
+    return env
+
+
+async def cell(app: Path, memory: str, streams: int, stub_url: str, work: Path) -> dict:
+    folder = Path(tempfile.mkdtemp(dir=work))
+    port = free_port()
+    command = [str(app / ".venv" / "bin" / "start-app"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    with (folder / "app.log").open("wb") as log:
+        server = subprocess.Popen(
+            ["taskset", "-c", str(SERVER_CORE), *command], env=app_env(stub_url, folder, memory), stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        async with httpx.AsyncClient(trust_env=False, timeout=2) as client:
+            for _ in range(600):
+                try:
+                    if (await client.get(f"http://127.0.0.1:{port}/health")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    await asyncio.sleep(0.2)
+            else:
+                raise SystemExit(f"streams: {app} did not start")
+        await asyncio.gather(*(one_stream(port, time.monotonic() + 60) for _ in range(3)))  # warm
+        before = cpu_seconds(server.pid)
+        deadline = time.monotonic() + 60 + streams / 20
+        results = await asyncio.gather(*(one_stream(port, deadline) for _ in range(streams)))
+        cpu = cpu_seconds(server.pid) - before
+    finally:
+        server.terminate()
+        server.wait(60)
+    delays = sorted(delay for got, _ in results for delay in got)
+    events = len(delays)
+    return {
+        "p50": statistics.median(delays) if delays else float("nan"),
+        "p99": delays[min(events - 1, int(events * 0.99))] if delays else float("nan"),
+        "failed": sum(1 for _, whole in results if not whole),
+        "cpu_per_event_ms": 1000 * cpu / events if events else float("nan"),
+    }
+
+
+async def main_async(args: argparse.Namespace) -> str:
+    os.sched_setaffinity(0, {CLIENT_CORE})
+    counts = [int(count) for count in args.streams.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="streams-bench-"))
+    stub_port = free_port()
+    stub = subprocess.Popen(
+        ["taskset", "-c", str(CLIENT_CORE), sys.executable, str(HERE / "stub_model.py"), "--port", str(stub_port),
+         "--chunks", str(DELTAS), "--over-seconds", str(OVER_SECONDS), "--max-seconds", "3600"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    stub_url = f"http://127.0.0.1:{stub_port}/v1"
+    apps = [(args.before_label, Path(args.before), "none")] if args.before else []
+    apps.append((args.label, Path(args.app), "sqlite"))
+    rows = []
+    try:
+        await asyncio.sleep(1)
+        for count in counts:
+            for label, app, memory in apps:
+                measured = await cell(app, memory, count, stub_url, work)
+                rows.append(
+                    f"| {count} | {label} | {measured['p50'] * 1000:.0f} ms | {measured['p99'] * 1000:.0f} ms | "
+                    f"{measured['failed']} | {measured['cpu_per_event_ms']:.2f} ms |"
+                )
+                print(rows[-1], flush=True)
+    finally:
+        stub.terminate()
+        stub.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+    return "\n".join(
+        [
+            HEADING,
+            "",
+            f"`{args.command}` on {datetime.date.today()}, load {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+            f"after. One worker pinned to a core; a stub model streaming {DELTAS} deltas over {OVER_SECONDS:.0f} s; "
+            "all streams opened at once, each a stateless client's whole history; tracing off; HEAD as rendered "
+            "(SQLite memory on). Added delay: a delta's arrival less the earliest the stub sent it. Target (HEAD, "
+            "600 streams): p99 at most 100 ms; 1,000 streams end with 0 failed.",
+            "",
+            "| streams | app | added delay p50 | added delay p99 | failed streams | app CPU per delta |",
+            "|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--app", required=True, help="the rendered, synced HEAD app")
+    parser.add_argument("--label", default="HEAD")
+    parser.add_argument("--before", help="the rendered, synced 0.1.0 app, measured beside it")
+    parser.add_argument("--before-label", default="release 0.1.0")
+    parser.add_argument("--streams", default="100,300,600,1000", help="counts of streams opened at once")
+    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
+    parser.add_argument("--command", default="scripts/benchmark streams")
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"):
+        raise SystemExit("streams: needs two cores and taskset (util-linux)")
+    publish(asyncio.run(main_async(args)), args.write, HEADING)
+
+
+if __name__ == "__main__":
+    main()
