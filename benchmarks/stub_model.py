@@ -13,7 +13,8 @@ Every body is built to validate against the `openai` package's types (tests/test
     python benchmarks/stub_model.py --port 0     # prints "stub model listening on http://127.0.0.1:PORT/v1"
     python benchmarks/stub_model.py --port 0 --delay-seconds 5    # each model call answered 5 s late
     python benchmarks/stub_model.py --port 0 --chunks 20 --over-seconds 5    # a streamed chat completion's
-        reply in 20 deltas, one every 0.25 s (chunked transfer encoding), as a slow model streams (streams.py)
+        reply in 20 deltas, one every 0.25 s (chunked transfer encoding), as a slow model streams; each delta's
+        text names when it was sent (streams.py)
 """
 
 from __future__ import annotations
@@ -233,7 +234,7 @@ async def paced(writer: asyncio.StreamWriter, first: dict, deltas: int, seconds:
     for number in range(deltas):
         await writer.drain()
         await asyncio.sleep(seconds / deltas)
-        send(chunk({"content": f"word{number} "}))
+        send(chunk({"content": f"w{number}@{time.time():.6f} "}))  # when it was sent, for streams.py
     send(chunk({}, "stop") + b"data: [DONE]\n\n")
     writer.write(b"0\r\n\r\n")
     await writer.drain()

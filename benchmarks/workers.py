@@ -119,8 +119,7 @@ def main() -> None:
             *rows,
             "",
             f"Median: **{median:.2f}×** ({'met' if median >= 1.6 else 'not met'}). wrk shares the two cores with the "
-            "workers (it cannot be pinned apart from them on this machine), so on an instance with more cores than "
-            "workers the ratio is higher.",
+            "workers: it cannot be pinned apart from them on this machine.",
             "",
         ]
     )

@@ -173,6 +173,16 @@ class ChatPage:
         expect(self.send).to_be_enabled(timeout=60_000)
 
 
+def screenshots(page: Page, artifacts: Path, name: str) -> None:
+    """The page at desktop and at phone width (NAME-desktop.png, NAME-phone.png), then at the size it had."""
+    size = page.viewport_size
+    for width, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page.set_viewport_size(viewport)
+        page.screenshot(path=str(artifacts / f"{name}-{width}.png"), animations="disabled")
+    if size:
+        page.set_viewport_size(size)
+
+
 def tabbed_through(page: Page, presses: int = 40) -> list[str]:
     """The accessible names of the controls that Tab reaches, in order, from the top of the page."""
     page.locator("body").focus()
@@ -316,7 +326,7 @@ def test_a_tool_that_asks_first_is_approved_and_denied_from_the_page(served_app,
     first = tools.nth(0)
     expect(first.locator(".tool-status")).to_have_text("waits for your approval")
     expect(first.locator(".approval")).to_contain_text("send_summary (my-agent) asks to run.")
-    chat.page.screenshot(path=str(artifacts / "chat-page-approval.png"), animations="disabled")
+    screenshots(chat.page, artifacts, "chat-approval")
     first.get_by_role("button", name="Approve send_summary").click()
     expect(first.locator(".tool-output")).to_have_text("An example tool: nothing was sent to me. " + SUMMARY_TAIL)
     expect(first.locator(".approval")).to_have_count(0)
@@ -371,7 +381,7 @@ def test_edit_regenerate_comment_rename_and_delete_from_the_page(served_app, bro
     page.keyboard.press("Enter")
     editor = page.get_by_role("textbox", name="Edited message")
     expect(editor).to_be_focused()
-    page.screenshot(path=str(artifacts / "chat-edit-desktop.png"), animations="disabled")
+    screenshots(page, artifacts, "chat-edit")
     page.keyboard.press("Control+A")
     page.keyboard.type("Hi there")
     page.keyboard.press("Enter")
@@ -397,9 +407,8 @@ def test_edit_regenerate_comment_rename_and_delete_from_the_page(served_app, bro
     page.keyboard.type("Greetings")  # over the selected title
     page.keyboard.press("Enter")
     expect(chat.conversations).to_have_text(["Greetings"])
-    page.screenshot(path=str(artifacts / "chat-controls-desktop.png"), animations="disabled")
+    screenshots(page, artifacts, "chat-controls")
     page.set_viewport_size(PHONE)
-    page.screenshot(path=str(artifacts / "chat-controls-phone.png"), animations="disabled")
 
     reopened = ChatPage(browser.new_page(viewport=PHONE), served_app)  # as after a reload
     expect(reopened.conversations).to_have_text(["Greetings"])
@@ -546,7 +555,7 @@ def test_the_models_reasoning_is_shown_folded_above_its_answer(stateless_app, br
     reasoning.locator("summary").focus()
     browser_page.keyboard.press("Enter")
     expect(reasoning.locator(".reasoning-text")).to_have_text(re.compile(r"^The user asks me to think\."))
-    browser_page.screenshot(path=str(artifacts / "chat-reasoning.png"), animations="disabled")
+    screenshots(browser_page, artifacts, "chat-reasoning")
     chat.ask("Thanks")
     assert [item.get("type") for item in chat.sent[1]["input"]] == [None, "reasoning", "message", None]
     expect(chat.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: Thanks")
@@ -894,7 +903,7 @@ def test_a_reload_mid_answer_resumes_the_run_with_nothing_lost_or_twice(slow_too
     assert not chat.errors
 
 
-def test_stop_cancels_the_run_and_the_conversation_keeps_its_prompt(slow_tools_app, browser_page):
+def test_stop_cancels_the_run_and_the_conversation_keeps_its_prompt(slow_tools_app, browser_page, artifacts):
     calls_before = len(httpx.get(f"{slow_tools_app['tools']}/calls").json())
     chat = ChatPage(browser_page, slow_tools_app["url"])
     browser_page.fill("#prompt", "Please run slow_lookup")
@@ -906,6 +915,7 @@ def test_stop_cancels_the_run_and_the_conversation_keeps_its_prompt(slow_tools_a
         browser_page.wait_for_timeout(20)
     stop = browser_page.get_by_role("button", name="Stop the answer")
     expect(stop).to_be_visible()
+    screenshots(browser_page, artifacts, "chat-stop")
     stop.focus()
     browser_page.keyboard.press("Enter")  # keyboard alone
     expect(browser_page.locator(".stopped")).to_have_text("Stopped")
