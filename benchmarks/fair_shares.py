@@ -1,0 +1,165 @@
+"""Benchmark: does one identity flooding the app raise another identity's latency? With and without fair shares.
+
+Run with `scripts/benchmark fair-shares`. One `start-app --workers 1` of the app as rendered (SQLite memory on),
+pinned to core 0, on the stub model (stub_model.py), tracing off, callers named by a header (MEMORY_USER_HEADER).
+The stub answers at once (every turn a burst of CPU on the one core: the worst case), then --model-delay seconds
+late (0.5: as a model takes time, a turn mostly waits). Identity B sends its turns one after another (a stateless
+client's whole history) and their latencies are timed: alone, then while identity A floods the app with 32 turns
+at once, sending each again as soon as it is answered (a 429 too: the worst client, one that ignores
+Retry-After). Both with no limits and with RATE_LIMIT_CONCURRENT_TURNS=2 and RATE_LIMIT_TURNS_PER_MINUTE=600.
+Target: with the limits, A's flood raises B's p99 by at most 20%. The stub and this client share core 1.
+Traffic goes to 127.0.0.1 only; every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from serve import CLIENT_CORE, SERVER_CORE, free_port, publish
+
+HEADING = "## Fair shares under a flood (benchmarks/fair_shares.py)"
+HERE = Path(__file__).resolve().parent
+BODY = {
+    "input": [
+        {"role": "user", "content": "Hello"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi!"}]},
+        {"role": "user", "content": "How are you?"},
+    ]
+}
+DROPPED = ("VIRTUAL_ENV", "UV_", "PYTHONPATH", "LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "APP_ENV")
+DROPPED += ("RATE_LIMIT_",)
+LIMITS = {"RATE_LIMIT_CONCURRENT_TURNS": "2", "RATE_LIMIT_TURNS_PER_MINUTE": "600"}
+
+
+async def b_latencies(url: str, count: int) -> list[float]:
+    async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=60, headers={"x-user": "b"}) as client:
+        times = []
+        for _ in range(count):
+            started = time.perf_counter()
+            response = await client.post("/invocations", json=BODY)
+            assert response.status_code == 200, response.text
+            times.append(time.perf_counter() - started)
+        return times
+
+
+async def flood(url: str, stop: asyncio.Event, statuses: collections.Counter[int]) -> None:
+    limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
+    async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=60, limits=limits) as client:
+
+        async def one() -> None:
+            while not stop.is_set():
+                response = await client.post("/invocations", json=BODY, headers={"x-user": "a"})
+                statuses[response.status_code] += 1
+
+        await asyncio.gather(*(one() for _ in range(32)))
+
+
+async def cell(app: Path, stub_url: str, folder: Path, limited: bool, count: int) -> dict:
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith(DROPPED)}
+    env.update(
+        LLM_PROVIDER="openai", OPENAI_BASE_URL=stub_url, OPENAI_API_KEY="stub", LLM_MODEL="stub",
+        LLM_API="chat_completions", MEMORY_BACKEND="sqlite", MEMORY_DATABASE_URL=str(folder / f"c-{port}.db"),
+        MEMORY_USER_HEADER="x-user", MLFLOW_TRACE_SAMPLING_RATIO="0", MLFLOW_TRACKING_URI=f"file:{folder}/mlruns",
+        NO_PROXY="127.0.0.1", **(LIMITS if limited else {}),
+    )  # fmt: skip
+    command = [str(app / ".venv" / "bin" / "start-app"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    with (folder / f"app-{port}.log").open("wb") as log:
+        server = subprocess.Popen(["taskset", "-c", str(SERVER_CORE), *command], env=env, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/health", trust_env=False, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        await b_latencies(url, 20)  # warm
+        alone = sorted(await b_latencies(url, count))
+        stop, statuses = asyncio.Event(), collections.Counter[int]()
+        flooding = asyncio.create_task(flood(url, stop, statuses))
+        await asyncio.sleep(1)
+        flooded = sorted(await b_latencies(url, count))
+        stop.set()
+        await asyncio.wait_for(flooding, 60)
+    finally:
+        server.terminate()
+        server.wait(60)
+    p99 = lambda times: times[min(len(times) - 1, int(len(times) * 0.99))]  # noqa: E731
+    return {"alone": p99(alone), "flooded": p99(flooded), "statuses": dict(statuses)}
+
+
+async def main_async(args: argparse.Namespace) -> str:
+    os.sched_setaffinity(0, {CLIENT_CORE})
+    work = Path(tempfile.mkdtemp(prefix="fair-bench-"))
+    rows = []
+    try:
+        for delay, requests in ((0.0, args.requests * 4), (args.model_delay, args.requests)):
+            stub_port = free_port()
+            stub = subprocess.Popen(
+                ["taskset", "-c", str(CLIENT_CORE), sys.executable, str(HERE / "stub_model.py")]
+                + ["--port", str(stub_port), "--delay-seconds", str(delay)],
+                stdout=subprocess.DEVNULL,
+            )
+            try:
+                await asyncio.sleep(1)
+                for limited in (False, True):
+                    stub_url = f"http://127.0.0.1:{stub_port}/v1"
+                    measured = await cell(Path(args.app), stub_url, work, limited, requests)
+                    a = ", ".join(f"{status}: {n}" for status, n in sorted(measured["statuses"].items()))
+                    alone, flooded = measured["alone"], measured["flooded"]
+                    rows.append(
+                        f"| {delay:g} s | {'the two above' if limited else 'none'} | {alone * 1000:.0f} ms"
+                        f" | {flooded * 1000:.0f} ms | {flooded / alone:.2f}× | {a} |"
+                    )
+                    print(rows[-1], flush=True)
+            finally:
+                stub.terminate()
+                stub.wait(10)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return "\n".join(
+        [
+            HEADING,
+            "",
+            f"`{args.command}` on {datetime.date.today()}, {args.label}, load "
+            f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} after: one worker pinned to a core, the stub model, "
+            "tracing off; B sends its turns one after another, alone and while A floods with 32 at once, ignoring "
+            "Retry-After. Limits: RATE_LIMIT_CONCURRENT_TURNS=2, RATE_LIMIT_TURNS_PER_MINUTE=600. Target: with the "
+            "limits, B's p99 under the flood at most 1.2× alone.",
+            "",
+            "| the model answers | limits | B's p99 alone | B's p99 under A's flood | ratio | A's answers by status |",
+            "|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--app", required=True, help="the rendered, synced app")
+    parser.add_argument("--label", default="HEAD")
+    parser.add_argument("--requests", type=int, default=60, help="B's turns in each half of a cell")
+    parser.add_argument("--model-delay", type=float, default=0.5, help="seconds the stub takes to answer a call")
+    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
+    parser.add_argument("--command", default="scripts/benchmark fair-shares")
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"):
+        raise SystemExit("fair_shares: needs two cores and taskset (util-linux)")
+    publish(asyncio.run(main_async(args)), args.write, HEADING)
+
+
+if __name__ == "__main__":
+    main()
