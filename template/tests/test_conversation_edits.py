@@ -108,3 +108,15 @@ def test_a_body_that_is_not_json_is_a_400(client):
     headers = {"content-type": "application/json"}
     response = client.patch(f"/conversations/{chat.id}", content=b"{title", headers=headers)
     assert response.status_code == 400 and "must be JSON" in response.json()["error"]["message"]
+
+
+def test_a_branch_keeps_the_traces_of_the_answers_it_keeps(client):
+    """After a regenerate, the answers before it keep their traces (the chat page shows their thumbs again)."""
+    chat = Conversation(client, stream=False)
+    chat.send("Hello")
+    chat.send("Tell me more")
+    before = stored(client, chat.id).json()["trace_ids"]
+    branch(client, chat, chat.history[:2], "Tell me more")  # the second answer again
+    after = stored(client, chat.id).json()["trace_ids"]
+    assert after[1] is not None and after[1] == before[1], (before, after)
+    assert after[3] is not None and after[3] != before[3]

@@ -35,7 +35,7 @@ from agent_server import config, llm
 from agent_server.errors import BadRequest
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.memory import database, leases
-from agent_server.memory.merge import Merge, made_by_client, merge
+from agent_server.memory.merge import Merge, comparable, made_by_client, merge
 from agent_server.memory.settings import enabled, settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
 from agent_server.offload import INLINE_ITEMS, cpu_work
@@ -130,6 +130,8 @@ class Turn:
     api: ApiMode
     named: str | None = None  # the conversation id the client named (None: one the app made for this turn)
     trace_id: str | None = None  # this turn's trace, kept with its answer (None: not traced)
+    # A branch (replaced, diverged) stores what the client sent: its earlier answers keep the traces they had.
+    kept_traces: dict[str, str] = field(default_factory=dict)
     done: bool = field(default=False)
 
     def custom_outputs(self) -> dict[str, str]:
@@ -139,7 +141,10 @@ class Turn:
         """Store this turn (what the client added, then the answer) and end it."""
         answer = render_each(list(output), self.api)
         added = [
-            *(StoredItem(entry.item, _id(entry.client_id)) for entry in self.merged.new),
+            *(
+                StoredItem(entry.item, _id(entry.client_id), trace_id=self.kept_traces.get(comparable(entry.item)))
+                for entry in self.merged.new
+            ),
             *(StoredItem(entry.item, _id(entry.client_id), trace_id=self.trace_id) for entry in answer),
         ]
         # A conversation keeps its title (the first message's, or the one its owner gave it) through edits.
@@ -215,7 +220,13 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
     ran_before(merged, stored.each)
     history = History(merged.history, [*stored.client_items, *sent.client_items], stored.stored)
     logger.info("memory: conversation %s, %s (%d items added)", conversation_id, merged.kind, len(merged.new))
-    return Turn(owner, conversation_id, lease, merged, history, api, named)
+    kept = {}
+    if merged.replaces:
+        rows = [stored_items[entry.index] for entry in stored.each]
+        kept = {
+            comparable(entry.item): row.trace_id for entry, row in zip(stored.each, rows, strict=True) if row.trace_id
+        }
+    return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept)
 
 
 def ran_before(merged: Merge, stored: Sequence[Rendered]) -> None:
