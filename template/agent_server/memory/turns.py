@@ -220,13 +220,13 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
     ran_before(merged, stored.each)
     history = History(merged.history, [*stored.client_items, *sent.client_items], stored.stored)
     logger.info("memory: conversation %s, %s (%d items added)", conversation_id, merged.kind, len(merged.new))
-    kept = {}
-    if merged.replaces:
-        rows = [stored_items[entry.index] for entry in stored.each]
-        kept = {
-            comparable(entry.item): row.trace_id for entry, row in zip(stored.each, rows, strict=True) if row.trace_id
-        }
+    kept = _traces(stored.each, stored_items) if merged.replaces else {}
     return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept)
+
+
+def _traces(each: Sequence[Rendered], rows: Sequence[StoredItem]) -> dict[str, str]:
+    """The stored answers' traces, by the item as the merge compares it."""
+    return {comparable(entry.item): trace for entry in each if (trace := rows[entry.index].trace_id)}
 
 
 def ran_before(merged: Merge, stored: Sequence[Rendered]) -> None:
