@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from agent_server.memory import statements
 from agent_server.memory.schema import ITEM_FORMAT, SchemaTooNew, conversations, items, migrate
 
 T = TypeVar("T")
@@ -169,14 +170,10 @@ def _start_turn(
     owner: str, conversation_id: str, lease: str, hold_seconds: float, connection: sa.Connection
 ) -> list[StoredItem]:
     now = time.time()
-    this = _conversation(owner, conversation_id)
-    taken = connection.execute(
-        conversations.update()
-        .where(this, sa.or_(conversations.c.lease.is_(None), conversations.c.lease_until < now))
-        .values(lease=lease, lease_until=now + hold_seconds)
-    )
+    this = statements.named(owner, conversation_id)
+    taken = connection.execute(statements.TAKE, {**this, "now": now, "new_lease": lease, "until": now + hold_seconds})
     if taken.rowcount == 0:
-        if connection.scalar(sa.select(conversations.c.id).where(this)) is not None:
+        if connection.scalar(statements.EXISTS, this) is not None:
             raise Busy(conversation_id)
         try:
             with connection.begin_nested():
@@ -195,20 +192,15 @@ def _finish_turn(
     owner: str, conversation_id: str, lease: str, turn: list[StoredItem], replaces: bool, title: str | None,
     max_items: int, connection: sa.Connection,
 ) -> None:  # fmt: skip
-    this = _conversation(owner, conversation_id)
-    kept = connection.execute(
-        conversations.update()
-        .where(this, conversations.c.lease == lease)
-        .values(lease=None, lease_until=None, updated_at=time.time())
-    )
+    this = statements.named(owner, conversation_id)
+    kept = connection.execute(statements.FINISH, {**this, "held": lease, "now": time.time()})
     if kept.rowcount == 0:  # the lease ran out and another turn took the conversation, or it was deleted
-        raise Busy(conversation_id, deleted=connection.scalar(sa.select(conversations.c.id).where(this)) is None)
-    of_this = _items_of(owner, conversation_id)
+        raise Busy(conversation_id, deleted=connection.scalar(statements.EXISTS, this) is None)
     if replaces:
-        connection.execute(items.delete().where(of_this))
+        connection.execute(statements.DELETE_ITEMS, this)
         first = 0
     else:
-        first = connection.scalar(sa.select(sa.func.coalesce(sa.func.max(items.c.seq) + 1, 0)).where(of_this))
+        first = connection.scalar(statements.NEXT_SEQ, this)
     if turn:
         connection.execute(
             items.insert(),
@@ -222,7 +214,7 @@ def _finish_turn(
             ],
         )  # fmt: skip
     if title is not None:
-        connection.execute(conversations.update().where(this).values(title=title))
+        connection.execute(statements.RETITLE, {**this, "new_title": title})
     _keep_newest(connection, owner, conversation_id, max_items)
 
 
@@ -266,10 +258,7 @@ def _delete_older_than(cutoff: float, connection: sa.Connection) -> int:
 
 
 def _items(connection: sa.Connection, owner: str, conversation_id: str) -> list[StoredItem]:
-    query = sa.select(items.c.item, items.c.item_id, items.c.format, items.c.trace_id).where(
-        _items_of(owner, conversation_id)
-    )
-    rows = connection.execute(query.order_by(items.c.seq))
+    rows = connection.execute(statements.ITEMS, statements.named(owner, conversation_id))
     return [StoredItem(json.loads(item), item_id, format, trace_id) for item, item_id, format, trace_id in rows]
 
 
@@ -285,16 +274,13 @@ def _keep_newest(connection: sa.Connection, owner: str, conversation_id: str, ma
     """Over `max_items`, drop the oldest whole turns: cut only before a user message."""
     if max_items <= 0:
         return
-    rows = list(
-        connection.execute(
-            sa.select(items.c.seq, items.c.starts_turn).where(_items_of(owner, conversation_id)).order_by(items.c.seq)
-        )
-    )
+    this = statements.named(owner, conversation_id)
+    rows = list(connection.execute(statements.SEQS, this))
     if len(rows) <= max_items:
         return
     cuts = [seq for position, (seq, starts) in enumerate(rows) if starts and len(rows) - position <= max_items]
     cut = cuts[0] if cuts else rows[-1].seq  # one turn longer than the limit: keep from its last item
-    connection.execute(items.delete().where(_items_of(owner, conversation_id), items.c.seq < cut))
+    connection.execute(statements.DROP_BEFORE, {**this, "cut": cut})
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
