@@ -26,19 +26,12 @@ import time
 from pathlib import Path
 
 import httpx
-from serve import CLIENT_CORE, SERVER_CORE, free_port, publish
+from serve import CLIENT_CORE, DROPPED, HISTORY, SERVER_CORE, free_port, publish
 
 HEADING = "## Fair shares under a flood (benchmarks/fair_shares.py)"
 HERE = Path(__file__).resolve().parent
-BODY = {
-    "input": [
-        {"role": "user", "content": "Hello"},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi!"}]},
-        {"role": "user", "content": "How are you?"},
-    ]
-}
-DROPPED = ("VIRTUAL_ENV", "UV_", "PYTHONPATH", "LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "APP_ENV")
-DROPPED += ("RATE_LIMIT_",)
+BODY = {"input": HISTORY}
+DROPPED_HERE = (*DROPPED, "RATE_LIMIT_")
 LIMITS = {"RATE_LIMIT_CONCURRENT_TURNS": "2", "RATE_LIMIT_TURNS_PER_MINUTE": "600"}
 
 
@@ -67,7 +60,7 @@ async def flood(url: str, stop: asyncio.Event, statuses: collections.Counter[int
 
 async def cell(app: Path, stub_url: str, folder: Path, limited: bool, count: int) -> dict:
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith(DROPPED)}
+    env = {key: value for key, value in os.environ.items() if not key.startswith(DROPPED_HERE)}
     env.update(
         LLM_PROVIDER="openai", OPENAI_BASE_URL=stub_url, OPENAI_API_KEY="stub", LLM_MODEL="stub",
         LLM_API="chat_completions", MEMORY_BACKEND="sqlite", MEMORY_DATABASE_URL=str(folder / f"c-{port}.db"),

@@ -29,22 +29,12 @@ import time
 from pathlib import Path
 
 import httpx
-from serve import CLIENT_CORE, SERVER_CORE, cpu_seconds, free_port, publish
+from serve import CLIENT_CORE, DROPPED, HISTORY, SERVER_CORE, cpu_seconds, free_port, publish
 
 HEADING = "## Slow streams on one worker (benchmarks/streams.py)"
 HERE = Path(__file__).resolve().parent
 DELTAS, OVER_SECONDS = 20, 5.0
-BODY = json.dumps(
-    {
-        "input": [
-            {"role": "user", "content": "Hello"},
-            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi!"}]},
-            {"role": "user", "content": "Tell me a story"},
-        ],
-        "stream": True,
-    }
-).encode()
-DROPPED = ("VIRTUAL_ENV", "UV_", "PYTHONPATH", "LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "APP_ENV")
+BODY = json.dumps({"input": HISTORY, "stream": True}).encode()
 
 
 SENT_AT = re.compile(rb"w\d+@(\d+\.\d+)")

@@ -25,22 +25,14 @@ import time
 from pathlib import Path
 
 import httpx
-from serve import free_port, publish
+from serve import DROPPED, HISTORY, free_port, publish
 
 HEADING = "## Worker processes (benchmarks/workers.py)"
-BODY = {
-    "input": [
-        {"role": "user", "content": "Hello"},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi!"}]},
-        {"role": "user", "content": "How are you?"},
-    ]
-}
-DROPPED = ("VIRTUAL_ENV", "UV_", "PYTHONPATH", "LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "APP_ENV")
 
 
 def wrk_script(folder: Path) -> Path:
     script = folder / "post.lua"
-    body = json.dumps(json.dumps(BODY))  # a Lua string literal of the JSON body
+    body = json.dumps(json.dumps({"input": HISTORY}))  # a Lua string literal of the JSON body
     script.write_text(f'wrk.method = "POST"\nwrk.body = {body}\nwrk.headers["Content-Type"] = "application/json"\n')
     return script
 
