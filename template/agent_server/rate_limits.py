@@ -25,8 +25,8 @@ from starlette.types import Receive, Scope, Send
 from agent_server import config, memory
 from agent_server.asgi import HttpMiddleware
 from agent_server.errors import BadRequest, error_response
+from agent_server.request_guard import GUARDED_PATHS
 
-TURN_PATHS = frozenset({"/invocations", "/responses"})
 MAX_IDENTITIES = 10_000  # buckets kept at most: the least recently used go first (a full bucket is a new one)
 
 
@@ -79,7 +79,7 @@ class FairShares(HttpMiddleware):
         limits = config.settings().limits
         if (
             scope["method"] != "POST"
-            or scope["path"] not in TURN_PATHS
+            or scope["path"] not in GUARDED_PATHS
             or not (limits.turns_per_minute or limits.turns_at_once)
         ):
             await self.app(scope, receive, send)

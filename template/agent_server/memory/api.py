@@ -31,8 +31,8 @@ from agent_server import llm
 from agent_server.errors import BadRequest, error_response, quoted
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.json_body import small_json
+from agent_server.memory import statements
 from agent_server.memory.database import store
-from agent_server.memory.schema import conversations
 from agent_server.memory.settings import enabled
 from agent_server.memory.store import Unavailable
 from agent_server.memory.turns import owner_of
@@ -70,8 +70,8 @@ async def rename_conversation(conversation_id: str, request: Request) -> Respons
         title = checked_title(await small_json(request, 4096, "rename"))
 
         def retitle(connection: sa.Connection) -> bool:
-            this = sa.and_(conversations.c.owner == owner, conversations.c.id == conversation_id)
-            return connection.execute(conversations.update().where(this).values(title=title)).rowcount > 0
+            named = statements.named(owner, conversation_id)
+            return connection.execute(statements.RETITLE, {**named, "new_title": title}).rowcount > 0
 
         renamed = await (await store()).run(retitle, write=True)
         return JSONResponse({"id": conversation_id, "title": title}) if renamed else _not_found(conversation_id)
