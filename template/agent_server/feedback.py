@@ -78,7 +78,7 @@ async def read_feedback(request: Request) -> Response:
 def _given(trace_ids: list[str], owner: str) -> dict[str, dict[str, Any]]:
     given = {}
     for trace_id in trace_ids:
-        trace = _owned_trace(trace_id, owner)
+        trace = _owned_trace(trace_id, owner, flush=False)  # one with feedback was exported when it was given
         if trace is not None and (own := _own_feedback(trace, owner)) is not None:
             given[trace_id] = {"value": own.value, "comment": own.rationale}
     return given
@@ -120,12 +120,12 @@ def checked(body: Any) -> tuple[str, bool, str | None]:
     return trace_id, value, comment or None
 
 
-def _owned_trace(trace_id: str, owner: str) -> Any:
+def _owned_trace(trace_id: str, owner: str, flush: bool = True) -> Any:
     """The trace, if it is the owner's; None for any other (unknown, another identity's, or not the app's)."""
     import mlflow
 
     # flush: an answer's trace may still be queued for export (tracing.py exports in the background)
-    trace = mlflow.get_trace(trace_id, silent=True, flush=True)
+    trace = mlflow.get_trace(trace_id, silent=True, flush=flush)
     if trace is None or trace.info.trace_metadata.get("mlflow.trace.user") != owner:
         return None
     return trace
