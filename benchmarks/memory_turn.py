@@ -13,9 +13,13 @@ history, written beforehand through the Store API. Prints a Markdown section for
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
+import datetime
 import gc
 import importlib.util
+import io
 import json
 import logging
 import os
@@ -31,6 +35,8 @@ from pathlib import Path
 
 os.environ.setdefault("LLM_PROVIDER", "offline")
 os.environ.setdefault("LLM_API", "chat_completions")
+# Tracing off: a trace's export costs both sides alike and would dilute the ratio of what memory adds.
+os.environ.setdefault("MLFLOW_TRACE_SAMPLING_RATIO", "0")
 os.environ.setdefault("MAX_INPUT_ITEMS", "2000")  # the baseline sends 1001 items, over the app's default
 os.environ["MEMORY_BACKEND"] = "none"  # the app starts without memory; each request picks its backend (use())
 
@@ -42,6 +48,7 @@ from agent_server.memory import database  # noqa: E402
 from agent_server.memory.store import Store, StoredItem  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+HEADING = "## Conversation memory (benchmarks/memory_turn.py)"
 RUNS = {10: 21, 1000: 21}  # stored items: timed runs (the long history's requests take most of the time)
 CONFIGS = [
     ("none", "whole history"),
@@ -52,6 +59,8 @@ CONFIGS = [
 ]
 EXPECTED_MERGE = {"new turn": "new turn", "whole history": "extends"}  # memory_merge.py's kinds
 NEW_TURN = {"role": "user", "content": "And now?"}
+QUIET_SECONDS = 0.01
+CPU_TARGET = 1.25  # issue 27: with memory on, a conversation turn's CPU at most 1.25x memory off
 
 
 def chat_history(size: int) -> list[dict]:
@@ -124,8 +133,9 @@ class MergeKinds(logging.Handler):
             self.kinds.append(record.args[1])
 
 
-async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], list[tuple[float, float]]]:
-    """Per (backend, client sends, stored items), each run's seconds for the whole turn and in memory calls."""
+async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], list[tuple[float, float, float]]]:
+    """Per (backend, client sends, stored items), each run's seconds for the whole turn, in memory calls, and of
+    this process's CPU (every thread's: the store's thread too) from the request's start until the turn is quiet."""
     variables = {
         "none": {"MEMORY_BACKEND": "none"},
         "sqlite": {"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": f"{folder}/c.db"},
@@ -153,7 +163,7 @@ async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], 
     in_memory = clock_memory_calls()
     gc.collect()
     gc.freeze()  # the imported app's objects: without this, each gc.collect() below takes a third of a second
-    seconds: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
+    seconds: dict[tuple[str, str, int], list[tuple[float, float, float]]] = {}
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
@@ -177,16 +187,19 @@ async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], 
                     use(backend)
                     gc.collect()  # garbage left by the last turn would be collected in this one
                     in_memory[0] = 0.0
+                    cpu = time.process_time()
                     start = time.perf_counter()
                     response = await client.post(
                         "/invocations", content=raw, headers={"content-type": "application/json"}
                     )
                     elapsed = time.perf_counter() - start
+                    await asyncio.sleep(QUIET_SECONDS)  # work the turn left to other threads counts for it
+                    cpu = time.process_time() - cpu
                     assert response.status_code == 200, response.text
                     if backend != "none":
                         assert merges.kinds.pop() == EXPECTED_MERGE[sends], f"{backend}, {sends}: unexpected merge"
                     if run:
-                        seconds.setdefault((backend, sends, size), []).append((elapsed, in_memory[0]))
+                        seconds.setdefault((backend, sends, size), []).append((elapsed, in_memory[0], cpu))
     use("none")
     for store in stores.values():
         await store.close()
@@ -202,31 +215,50 @@ def load_postgres_helper():
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
+    parser.add_argument("--command", default="scripts/benchmark memory")
+    args = parser.parse_args()
     with load_postgres_helper().PostgresServer() as pg, tempfile.TemporaryDirectory() as folder:
         server_version = pg.psql("SHOW server_version")
         seconds = asyncio.run(measure(pg.url, folder))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        report(seconds, server_version, args.command)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from serve import publish
+
+    publish(out.getvalue(), args.write, HEADING)
+
+
+def report(seconds: dict, server_version: str, command: str) -> None:
+    print(HEADING + "\n")
 
     packages = ", ".join(f"{name} {version(name)}" for name in ("sqlalchemy", "asyncpg"))
     packages += f", SQLite {sqlite3.sqlite_version} (Python's sqlite3)"
     print(
-        f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores (shared machine); "
+        f"`{command}` on {datetime.date.today()}. Python {platform.python_version()} on {platform.machine()}, "
+        f"{os.cpu_count()} cores (shared machine); "
         f"{packages}; PostgreSQL {server_version} (local, loopback, fsync off).\n"
     )
     print(
         "| backend | client sends | stored items | ms per turn (median) | added ms vs none (median) "
-        "| in memory calls (ms, median) |"
+        "| in memory calls (ms, median) | CPU ms per turn (median) | CPU vs none (median ratio) |"
     )
-    print("|---|---|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for size in RUNS:
-        baseline = [whole for whole, _ in seconds["none", "whole history", size]]
+        baseline = [whole for whole, _, _ in seconds["none", "whole history", size]]
+        baseline_cpu = [cpu for _, _, cpu in seconds["none", "whole history", size]]
         for backend, sends in CONFIGS:
-            whole, in_memory = zip(*seconds[backend, sends, size], strict=True)
+            whole, in_memory, cpu = zip(*seconds[backend, sends, size], strict=True)
             # Run by run: the two requests of a pair ran moments apart, under the same load on the machine.
             added = statistics.median(ours - theirs for ours, theirs in zip(whole, baseline, strict=True))
+            ratio = statistics.median(ours / theirs for ours, theirs in zip(cpu, baseline_cpu, strict=True))
             memory_ms = f"{statistics.median(in_memory) * 1e3:,.1f}" if backend != "none" else "–"
             print(
                 f"| {backend} | {sends} | {size} | {statistics.median(whole) * 1e3:,.1f} "
-                f"| {'baseline' if backend == 'none' else f'{added * 1e3:+,.1f}'} | {memory_ms} |"
+                f"| {'baseline' if backend == 'none' else f'{added * 1e3:+,.1f}'} | {memory_ms} "
+                f"| {statistics.median(cpu) * 1e3:,.1f} | {'baseline' if backend == 'none' else f'{ratio:.2f}×'} |"
             )
     print(
         "\nWhole non-streaming /invocations requests through the real app (request guard, MLflow, handlers, SDK)"
@@ -239,8 +271,12 @@ def main() -> None:
         " Memory calls are memory.start_turn (lease, read, render the stored items again, merge) and Turn.finish"
         " (render the answer, write the turn, give the lease back), timed inside the same requests: a figure less"
         " noisy than the difference of two whole requests. At 1000 stored items each turn also drops the oldest"
-        " turn (MEMORY_MAX_ITEMS, 1000 by default). The model sees the whole history either way. MLflow exports"
-        " each trace from a background thread, which may run during the next request, whichever that is."
+        " turn (MEMORY_MAX_ITEMS, 1000 by default). The model sees the whole history either way. Tracing is off"
+        " (MLFLOW_TRACE_SAMPLING_RATIO=0): a trace's export costs both sides alike and would dilute the ratio."
+        " CPU is this process's (time.process_time, every thread's) from a request's start until 10 ms after its"
+        " answer, so the store's thread and what the turn leaves to run later count for it; PostgreSQL's own"
+        " server process is not in it. CPU vs none is the median of run-by-run ratios; the target is a named"
+        f" conversation's new turn at most {CPU_TARGET}× none."
         " The machine is shared and noisy: compare ratios within this run, not across runs."
     )
 

@@ -39,7 +39,8 @@ FINISH = (
     .values(lease=None, lease_until=None, updated_at=sa.bindparam("now"))
 )
 DELETE_ITEMS = items.delete().where(_ITS_ITEMS)
-NEXT_SEQ = sa.select(sa.func.coalesce(sa.func.max(items.c.seq) + 1, 0)).where(_ITS_ITEMS)
+# Where the turn's items start, and how many the conversation holds already.
+NEXT_SEQ_AND_COUNT = sa.select(sa.func.coalesce(sa.func.max(items.c.seq) + 1, 0), sa.func.count()).where(_ITS_ITEMS)
 RETITLE = conversations.update().where(_THIS).values(title=sa.bindparam("new_title"))
 SEQS = sa.select(items.c.seq, items.c.starts_turn).where(_ITS_ITEMS).order_by(items.c.seq)
 DROP_BEFORE = items.delete().where(_ITS_ITEMS, items.c.seq < sa.bindparam("cut"))

@@ -198,9 +198,9 @@ def _finish_turn(
         raise Busy(conversation_id, deleted=connection.scalar(statements.EXISTS, this) is None)
     if replaces:
         connection.execute(statements.DELETE_ITEMS, this)
-        first = 0
+        first, stored = 0, 0
     else:
-        first = connection.scalar(statements.NEXT_SEQ, this)
+        first, stored = connection.execute(statements.NEXT_SEQ_AND_COUNT, this).one()
     if turn:
         connection.execute(
             items.insert(),
@@ -215,7 +215,8 @@ def _finish_turn(
         )  # fmt: skip
     if title is not None:
         connection.execute(statements.RETITLE, {**this, "new_title": title})
-    _keep_newest(connection, owner, conversation_id, max_items)
+    if 0 < max_items < stored + len(turn):  # under the limit (most turns), no need to read the conversation's seqs
+        _keep_newest(connection, owner, conversation_id, max_items)
 
 
 def _release(owner: str, conversation_id: str, lease: str, connection: sa.Connection) -> None:
@@ -272,8 +273,6 @@ def _items_of(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:
 
 def _keep_newest(connection: sa.Connection, owner: str, conversation_id: str, max_items: int) -> None:
     """Over `max_items`, drop the oldest whole turns: cut only before a user message."""
-    if max_items <= 0:
-        return
     this = statements.named(owner, conversation_id)
     rows = list(connection.execute(statements.SEQS, this))
     if len(rows) <= max_items:
