@@ -483,6 +483,9 @@ def test_health_says_503_while_the_store_cannot_take_a_write_and_the_503s_log_on
     from agent_server.app import app
     from agent_server.memory import database as open_store
 
+    # The probe's bounds, shortened: the test waits for one probe to time out and the next to be due.
+    app_settings.monkeypatch.setattr(open_store, "PROBE_SECONDS", 0.3)
+    app_settings.monkeypatch.setattr(open_store, "PROBE_EVERY_SECONDS", 0.3)
     with TestClient(app) as local:
         assert local.get("/health").json() == {"status": "healthy"}
         chat = Conversation(local, stream=False)
@@ -500,7 +503,7 @@ def test_health_says_503_while_the_store_cannot_take_a_write_and_the_503s_log_on
         deadline = time.monotonic() + 60  # the probe that waited on the lock ends once it is free
         while local.get("/health").status_code != 200:
             assert time.monotonic() < deadline, "healthy again once the store takes writes"
-            time.sleep(0.5)
+            time.sleep(0.1)
 
         async def down(*args: object) -> None:
             raise Unavailable("OperationalError: disk I/O error")

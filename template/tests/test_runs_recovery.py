@@ -116,11 +116,9 @@ def run_status(database: str, run_id: str) -> tuple[str, str] | None:
         return connection.execute("SELECT status, started_calls FROM agent_runs WHERE id = ?", (run_id,)).fetchone()
 
 
-def test_a_run_longer_than_the_proxy_allows_completes_and_its_stream_resumes_exactly(tools):
-    with (
-        StartedApp(app_env(LLM_PROVIDER="offline", MCP_SERVERS=tools)) as url,
-        CuttingProxy(port_of(url), 1.0) as proxy,
-    ):
+def test_a_run_longer_than_the_proxy_allows_completes_and_its_stream_resumes_exactly(app_with_tools):
+    url = app_with_tools
+    with CuttingProxy(port_of(url), 1.0) as proxy:
         with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
             httpx.post(f"{proxy}/invocations", json=SLOW, timeout=30)  # a synchronous request is cut
         started = time.monotonic()
