@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from agents import Agent, function_tool
 from fastapi.testclient import TestClient
-from support import reply_text, sse_events
+from support import replayed, reply_text, sse_events
 from test_memory import ADA, BOB, backend  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 
 from agent_server import llm
@@ -92,6 +92,36 @@ def test_background_answers_at_once_and_the_run_gives_the_synchronous_output(cli
     assert slow.calls == 2 and len(model_log) == 4, "each run called the model twice and the tool once"
     kept = client.get(f"/conversations/{run['custom_outputs']['session_id']}").json()["items"]
     assert len(kept) == 4, "the background turn is stored as a synchronous one is"
+
+
+@pytest.mark.parametrize("how", ["background", "idempotency-key"])
+def test_a_client_that_keeps_its_own_history_stores_no_conversation_through_runs_either(client, how):
+    """test_memory's stateless client, its turns sent as runs: each run keeps its request and events, but only the
+    first turn, sent alone, starts a conversation; the later ones would each store the whole history again."""
+    alone = {"x-test-user": f"dora-{uuid.uuid4()}@example.com"}
+    history: list[dict[str, Any]] = []
+    for turn, text in enumerate(["Hello", "What time is it?", "Thanks"], start=1):
+        history.append({"role": "user", "content": text})
+        if how == "background":
+            run = client.post("/responses", json={"input": history, "background": True}, headers=alone).json()
+            run_url = f"/responses/{run['id']}"
+
+            def completed(url: str = run_url) -> Any:
+                return (found := client.get(url, headers=alone).json())["status"] == "completed" and found
+
+            done = until(completed, "the run to complete")
+        else:
+            keyed = {**alone, "Idempotency-Key": f"turn-{uuid.uuid4()}"}
+            done = client.post("/invocations", json={"input": history}, headers=keyed).json()
+        assert f"I saw {turn} user" in reply_text(done["output"]), "the model saw the client's whole history"
+        history.extend(replayed(done["output"], "chat_ui"))
+        if turn == 1:
+            first = done["custom_outputs"]["session_id"]
+        else:
+            assert "session_id" not in done["custom_outputs"], done["custom_outputs"]
+    listed = client.get("/conversations", headers=alone).json()["conversations"]
+    assert [conversation["id"] for conversation in listed] == [first]
+    assert len(client.get(f"/conversations/{first}", headers=alone).json()["items"]) == 2
 
 
 def test_a_background_stream_is_numbered_and_replays_byte_for_byte_from_any_cursor(client):

@@ -24,6 +24,7 @@ from agent_server.memory.turns import (
     MemoryFailure,
     Turn,
     conversation_id_of,
+    keeps_own_history,
     owner_of,
     start_turn,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "close_memory",
     "conversation_id_of",
     "enabled",
+    "keeps_own_history",
     "open_memory",
     "owner_of",
     "settings",

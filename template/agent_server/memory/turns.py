@@ -181,6 +181,12 @@ class MemoryFailure(RuntimeError):
         super().__init__(f"This turn of conversation {conversation_id} was not stored ({reason}); send it again.")
 
 
+def keeps_own_history(body: dict[str, Any], sent: History) -> bool:
+    """A request that names no conversation and brings the model's own items: a client that keeps its own history
+    (this module's docstring), served as with memory off, storing nothing."""
+    return conversation_id_of(body) is None and not all(made_by_client(entry.item) for entry in sent.each)
+
+
 async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: History) -> Turn | None:
     """Take the conversation this request names (or a new one) and merge its stored items in; None if memory is off,
     or the client keeps its own history.
@@ -191,8 +197,8 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
         return None
     owner = owner_of(headers)
     named = conversation_id_of(body)
-    if named is None and not all(made_by_client(entry.item) for entry in sent.each):
-        return None  # a client that keeps its own history (this module's docstring): nothing to store or read
+    if keeps_own_history(body, sent):
+        return None  # nothing to store or read
     replace = replaces_history(body)
     conversation_id = named or str(uuid.uuid4())
     api = llm.settings().api

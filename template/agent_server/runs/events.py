@@ -86,7 +86,7 @@ def response_object(run: Run, output: list[dict[str, Any]] | None) -> dict[str, 
         "background": run.background,
         "error": run.error["body"]["error"] if run.error else None,
         "output": output or [],
-        "custom_outputs": {"session_id": run.conversation_id},
+        "custom_outputs": {"session_id": run.conversation_id} if run.conversation_id else {},  # "": none (requests.py)
     }
     if run.trace_id:
         response["metadata"] = {"trace_id": run.trace_id}  # MLflow's place for it (x-mlflow-return-trace-id)

@@ -13,6 +13,8 @@ when it carries an `Idempotency-Key` header and conversation memory is on. Then:
 The same key again (same owner, same request) is the same run: its answer, or its stream from the start,
 whether it is running or done; no model or tool runs again. The key with another request is a 409. A request the
 app refuses (a bad body, a busy conversation) is answered at once as it would be without a run, and no run is kept.
+A run names the conversation memory makes for it, unless its request names none and brings the model's own items (a
+client that keeps its own history, memory/turns.py): then it keeps its request and its events, and no conversation.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from agent_server.errors import BadRequest, error_response
 from agent_server.memory import database
 from agent_server.memory.leases import HOLDER
 from agent_server.memory.store import Unavailable
-from agent_server.request_guard import GUARDED_PATHS, read_body
+from agent_server.request_guard import GUARDED_PATHS, checked_body, read_body
 from agent_server.runs import events, execute, store
 from agent_server.runs.live import LiveRun, follow_stored
 from agent_server.runs.recovery import hold_seconds
@@ -64,7 +66,7 @@ class BackgroundRuns(HttpMiddleware):
                 await self.app(scope, replaying(raw, receive), send)
                 return
             execute.remember_scope(scope)
-            answer = await _run(headers, body, key)
+            answer = await _run(headers, body, key, raw)
         except BadRequest as error:
             answer = error_response(error.status, str(error), error.param)
         except Unavailable as error:
@@ -99,12 +101,16 @@ def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
     return body if background or key is not None else None
 
 
-async def _run(headers: Headers, body: dict[str, Any], key: str | None) -> Response:
+async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: bytes) -> Response:
     owner = memory.owner_of(headers)
     conversation_id = memory.conversation_id_of(body)
     answer_as = {field: body.pop(field, False) for field in RUN_FIELDS}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-    if conversation_id is None:  # the run names the conversation memory makes for it, to resume it there
+    if conversation_id is None and memory.keeps_own_history(*checked_body(raw)):
+        # A client that keeps its own history: the run keeps its request and its events, no conversation (n runs
+        # of a growing history would store it n times). Its answer names none.
+        conversation_id = ""
+    elif conversation_id is None:  # the run names the conversation memory makes for it, to resume it there
         conversation_id = str(uuid.uuid4())
         body["context"] = {**(body.get("context") or {}), "conversation_id": conversation_id}
     now = time.time()
