@@ -26,11 +26,10 @@ import argparse
 import math
 import os
 import secrets
-import signal
 import sys
 from pathlib import Path
 
-from agent_server import config, llm, logs
+from agent_server import config, llm, logs, tracing
 from agent_server.config import LOOPBACK_HOSTS, is_loopback
 
 
@@ -150,7 +149,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from agent_server.head_deadline import HTTP_PROTOCOL
 
-    _flush_traces_on_stop()
+    # Each process serving the app sends the traces it still holds as it stops (app.py's lifespan): uvicorn stops on
+    # SIGINT or SIGTERM by raising the signal again, which skips atexit, and so MLflow's own flush.
+    os.environ[tracing.FLUSH_ON_STOP] = "1"
     uvicorn.run(
         "agent_server.app:app",
         host=args.host,
@@ -173,23 +174,6 @@ def load_env_file(path: Path) -> bool:
 
     load_dotenv(path, override=False)
     return True
-
-
-def _flush_traces_on_stop() -> None:
-    """Send the traces still queued before the process stops.
-
-    uvicorn shuts down on SIGINT or SIGTERM, then re-raises the signal to the handler that was there before
-    it, which skips atexit (and so MLflow's own flush). This handler flushes, then stops as the signal would.
-    """
-    from agent_server import tracing
-
-    def stop(signum: int, frame: object) -> None:
-        tracing.flush()
-        signal.signal(signum, signal.SIG_DFL)
-        signal.raise_signal(signum)
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, stop)
 
 
 if __name__ == "__main__":

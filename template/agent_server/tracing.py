@@ -43,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 # mlflow-skinny has no SQL store: the file store is its one local store that needs no server.
 LOCAL_STORE = "file:./mlruns"
+# Set by start-app for the processes it serves in, which flush their traces as they stop (app.py's lifespan); a test's
+# client of the app in process does not wait for the export queue each time it closes.
+FLUSH_ON_STOP = "AGENT_SERVER_FLUSH_TRACES_ON_STOP"
 
 PRUNE_EVERY_SECONDS = 60
 
@@ -166,8 +169,8 @@ def tag_trace(owner: str | None, conversation_id: str | None) -> str | None:
 
 
 def flush() -> None:
-    """Send the traces still queued, before the process stops (start-app calls it). Bounded by the retries
-    above; never raises."""
+    """Send the traces still queued, before the process stops (app.py's lifespan, under start-app). Bounded by the
+    retries above; never raises."""
     import mlflow
 
     try:

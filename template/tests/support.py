@@ -187,11 +187,18 @@ def clean_env(**values: str) -> dict[str, str]:
     return {**{key: value for key, value in os.environ.items() if not key.startswith(NOT_INHERITED)}, **values}
 
 
+TRACED = {"MLFLOW_TRACE_SAMPLING_RATIO": "1"}  # app_env(**TRACED): an app that traces every request, as by default
+
+
 def app_env(**values: str) -> dict[str, str]:
-    """clean_env() for an app: conversations in a file of its own, not in the project's ./conversations.db."""
-    folder = Path(tempfile.mkdtemp(prefix="agent-memory-"))
-    memory = {"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": str(folder / "conversations.db")}
-    return clean_env(**{"HOME": os.environ.get("HOME", "/tmp"), **memory, **values})
+    """clean_env() for an app: conversations and traces in files of its own, not in the project's ./conversations.db
+    and ./mlruns; and no request traced unless the test says so (TRACED): once MLflow has exported a trace, its
+    export queue makes the app's stop wait up to a second (mlflow-skinny 3.17 polls it each second), and the tests
+    that start apps are about other things. test_tracing.py and test_workers.py start traced ones."""
+    folder = Path(tempfile.mkdtemp(prefix="agent-app-"))
+    own = {"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": str(folder / "conversations.db")}
+    own |= {"MLFLOW_TRACKING_URI": f"file:{folder / 'mlruns'}", "MLFLOW_TRACE_SAMPLING_RATIO": "0"}
+    return clean_env(**{"HOME": os.environ.get("HOME", "/tmp"), **own, **values})
 
 
 class ServerProcess:

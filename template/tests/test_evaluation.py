@@ -14,7 +14,7 @@ from typing import Any
 
 import mlflow
 import pytest
-from support import ServerThread, StartedApp, app_env
+from support import TRACED, ServerThread, StartedApp, app_env
 
 from agent_server import config
 from agent_server.evaluation import cases, cli
@@ -145,11 +145,16 @@ cases:
 
 
 def test_evaluate_against_a_running_app(tmp_path, capsys):
-    env = app_env(LLM_PROVIDER="offline", HOME=str(tmp_path), MLFLOW_TRACKING_URI=f"file:{tmp_path / 'app-mlruns'}")
-    with StartedApp(env) as url:
+    env = app_env(LLM_PROVIDER="offline", HOME=str(tmp_path), MLFLOW_TRACKING_URI=f"file:{tmp_path / 'app-mlruns'}",
+                  **TRACED)  # fmt: skip
+    with (app := StartedApp(env)) as url:
         status, results = evaluate(tmp_path, "--cases", str(STARTER_SET), "--url", url)
     assert status == 0, results["failures"]
     assert "PASSED: 3 cases, 0 failed" in capsys.readouterr().out
+    # The app's stop sent the traces it still held: one for each request it answered.
+    answered = app.output.count('"POST /invocations HTTP/1.1" 200')
+    traces = [folder for folder in (tmp_path / "app-mlruns").glob("*/traces/*") if folder.is_dir()]
+    assert answered >= 3 and len(traces) == answered, (answered, len(traces))
 
 
 def test_a_mistake_in_the_cases_file_names_its_place(tmp_path):

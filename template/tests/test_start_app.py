@@ -185,7 +185,7 @@ def test_start_app_reads_dot_env_and_the_environment_wins(tmp_path):
 
 def test_a_deployed_app_logs_json_lines_at_the_level_asked(tmp_path):
     env = app_env(LLM_PROVIDER="offline", DATABRICKS_APP_NAME="my-agent", LLM_ALLOW_OFFLINE="true", LOG_LEVEL="DEBUG")
-    started = StartedApp(env)
+    started = StartedApp({**env, "WEB_CONCURRENCY": "1"})  # one process: test_workers.py logs JSON from two
     with started as url:
         assert httpx.get(f"{url}/health").status_code == 200
     logged = [line for line in started.output.splitlines() if line.startswith("{")]

@@ -12,7 +12,7 @@ import sys
 import httpx
 import mlflow
 import pytest
-from support import Chat, StartedApp, app_env, reply_text
+from support import TRACED, Chat, StartedApp, app_env, reply_text
 
 from agent_server.tracing import BOUNDED_EXPORT, LOCAL_STORE, tracing_environment
 
@@ -62,7 +62,7 @@ def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
     with socket.socket() as reserved:
         reserved.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{reserved.getsockname()[1]}"
-        started = StartedApp(app_env(LLM_PROVIDER="offline", MLFLOW_TRACKING_URI=dead, HOME=str(tmp_path)))
+        started = StartedApp(app_env(LLM_PROVIDER="offline", MLFLOW_TRACKING_URI=dead, HOME=str(tmp_path), **TRACED))
         with started as url, httpx.Client(base_url=url, timeout=60) as client:
             chat = Chat(client, stream=False)
             for chat.stream in (False, True, False):  # one conversation, its turns sent both ways

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
-from support import StartedApp, app_env, reply_text
+from support import TRACED, StartedApp, app_env, reply_text
 
 from agent_server import start_server
 
@@ -37,8 +38,9 @@ def cpu_ticks(pid: int) -> int:
 def test_two_workers_answer_each_others_approvals_and_continue_each_others_conversations():
     """send_summary asks first; each approval is sent on a new connection, 8 at a time, so the two processes
     answer approvals that the other signed, in conversations the other stored. With a secret per process, about
-    half of them would be refused. SIGTERM stops both."""
-    app = StartedApp(app_env(LLM_PROVIDER="offline"), options=("--workers", "2"))
+    half of them would be refused. Each process traces its requests and logs JSON lines. SIGTERM stops both."""
+    env = app_env(LLM_PROVIDER="offline", LOG_FORMAT="json", **TRACED)
+    app = StartedApp(env, options=("--workers", "2"))
     with app as url:
         workers = spawned_workers(app.pid)
         assert len(workers) == 2, app.output
@@ -62,6 +64,11 @@ def test_two_workers_answer_each_others_approvals_and_continue_each_others_conve
         assert "2 worker processes" in app.output
     assert app.process is not None and app.process.returncode == 0, app.output
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()], "SIGTERM stopped the workers too"
+    logged = [json.loads(line) for line in app.output.splitlines() if line.startswith("{")]
+    posts = [line for line in logged if line["logger"] == "uvicorn.access" and "POST /invocations" in line["message"]]
+    assert len(posts) == 48, "each request, as JSON"
+    traces = Path(env["MLFLOW_TRACKING_URI"].removeprefix("file:")).glob("*/traces/*")
+    assert len([folder for folder in traces if folder.is_dir()]) == 48, "each request traced, and flushed on stop"
 
 
 @pytest.mark.parametrize(
