@@ -17,7 +17,6 @@ import contextlib
 import gc
 import hashlib
 import logging
-import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -77,7 +76,7 @@ async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
                 await close_runs()  # before the MCP servers and the store they run on close
             await mcp_connections.close_connections()
             await memory.close_memory()
-            if os.environ.get(tracing.FLUSH_ON_STOP) == "1":
+            if tracing.flushes_on_stop():
                 tracing.flush()  # each worker process's own traces (start_server.py)
 
 

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # Each process serving the app sends the traces it still holds as it stops (app.py's lifespan): uvicorn stops on
     # SIGINT or SIGTERM by raising the signal again, which skips atexit, and so MLflow's own flush.
-    os.environ[tracing.FLUSH_ON_STOP] = "1"
+    tracing.flush_on_stop()
     uvicorn.run(
         "agent_server.app:app",
         host=args.host,

@@ -43,8 +43,8 @@ logger = logging.getLogger(__name__)
 
 # mlflow-skinny has no SQL store: the file store is its one local store that needs no server.
 LOCAL_STORE = "file:./mlruns"
-# Set by start-app for the processes it serves in, which flush their traces as they stop (app.py's lifespan); a test's
-# client of the app in process does not wait for the export queue each time it closes.
+# Set by start-app (flush_on_stop) for the processes it serves in, its workers too, which flush their traces as they
+# stop (app.py's lifespan); a test's client of the app in process does not wait for the export queue as it closes.
 FLUSH_ON_STOP = "AGENT_SERVER_FLUSH_TRACES_ON_STOP"
 
 PRUNE_EVERY_SECONDS = 60
@@ -166,6 +166,15 @@ def tag_trace(owner: str | None, conversation_id: str | None) -> str | None:
     except Exception as error:  # tracing must never fail a request
         logger.debug("could not tag the trace with its owner and conversation: %s", error)
     return str(span.trace_id)
+
+
+def flush_on_stop() -> None:
+    """Every process start-app serves in (uvicorn's workers inherit the environment) flushes as it stops."""
+    os.environ[FLUSH_ON_STOP] = "1"
+
+
+def flushes_on_stop() -> bool:
+    return os.environ.get(FLUSH_ON_STOP) == "1"
 
 
 def flush() -> None:
