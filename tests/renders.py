@@ -38,6 +38,7 @@ def render(
 ) -> Path:
     """`copier copy` with default answers plus `data`, never trusted (unsafe=False)."""
     copier.run_copy(str(src), str(dest), data=data or {}, defaults=True, vcs_ref=vcs_ref, unsafe=False, quiet=True)
+    RENDERED[dest.resolve()] = [path for path in dest.rglob("*") if path.is_file()]
     return dest
 
 
@@ -62,9 +63,14 @@ def uv(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float 
 
 # What tools running inside a render write there: not part of the render.
 NOT_RENDERED = {".venv", ".git", ".hypothesis", ".mypy_cache", "mlruns"}
+# The files copier wrote, per render this process made: apps other tests serve from a render write files there
+# (a conversation database, a log) while a test reads the render file by file.
+RENDERED: dict[Path, list[Path]] = {}
 
 
 def rendered_files(app: Path) -> list[Path]:
+    if (made := RENDERED.get(app.resolve())) is not None:
+        return [path for path in made if path.is_file() and not NOT_RENDERED & set(path.parts)]
     return [path for path in app.rglob("*") if path.is_file() and not NOT_RENDERED & set(path.parts)]
 
 

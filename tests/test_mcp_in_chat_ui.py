@@ -20,8 +20,10 @@ pytestmark = pytest.mark.xdist_group("chat-ui-client")
 
 
 @pytest.fixture(scope="module")
-def served(renders) -> Iterator[dict]:
+def served(renders, tmp_path_factory) -> Iterator[dict]:
     app = renders["defaults"]
+    # Its conversations, traces and log outside the render, which other tests read file by file as it was made.
+    folder = tmp_path_factory.mktemp("mcp-in-chat-ui")
     uv("sync", "--locked", "--no-config", cwd=app)
     python = str(app / ".venv" / "bin" / "python")
     tools_port, app_port = free_port(), free_port()
@@ -30,8 +32,11 @@ def served(renders) -> Iterator[dict]:
     )
     declared = [{"name": "tools", "url": f"http://127.0.0.1:{tools_port}/mcp", "require_approval": ["delete_file"]}]
     agent_args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(app_port)]
-    agent_env = clean_env(LLM_PROVIDER="offline", MCP_SERVERS=json.dumps(declared))
-    log = app / "start-app-mcp.log"
+    agent_env = clean_env(
+        LLM_PROVIDER="offline", MCP_SERVERS=json.dumps(declared), MEMORY_DATABASE_URL=str(folder / "conversations.db"),
+        MLFLOW_TRACKING_URI=f"file:{folder / 'mlruns'}",
+    )  # fmt: skip
+    log = folder / "start-app-mcp.log"
     with (
         ServerProcess([python, "-c", serve], clean_env(), f"http://127.0.0.1:{tools_port}/mcp", cwd=app) as tools,
         ServerProcess(agent_args, agent_env, f"http://127.0.0.1:{app_port}/health", cwd=app, log=log) as agent,
