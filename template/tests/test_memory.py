@@ -211,7 +211,7 @@ def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(ba
 
     async def slow_tool() -> str:
         running.set()
-        await asyncio.sleep(2)
+        await asyncio.sleep(1)
         return "late"
 
     slow = Agent(name="slow", instructions="x", model=llm.model(), tools=[function_tool(slow_tool, name_override="f")])
@@ -223,7 +223,7 @@ def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(ba
             patch.setattr("agent_server.agent.create_agent", lambda: slow)
             with client.stream("POST", "/invocations", json={**body, "stream": True}):
                 assert running.wait(30), "the tool never started"  # the client hangs up while it runs
-        time.sleep(3)  # past the tool: had the turn gone on after the hang-up, it would be stored by now
+        time.sleep(1.5)  # past the tool: had the turn gone on after the hang-up, it would be stored by now
         assert len(stored(client, chat.id).json()["items"]) == 2
         assert counts(2, 1) in reply_text(chat.send("Two"))
 
