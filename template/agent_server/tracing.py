@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 LOCAL_STORE = "file:./mlruns"
 # Set by start-app (flush_on_stop) for the processes it serves in, its workers too, which flush their traces as they
 # stop (app.py's lifespan); a test's client of the app in process does not wait for the export queue as it closes.
-FLUSH_ON_STOP = "AGENT_SERVER_FLUSH_TRACES_ON_STOP"
+_FLUSH_ON_STOP = "AGENT_SERVER_FLUSH_TRACES_ON_STOP"
 
 PRUNE_EVERY_SECONDS = 60
 
@@ -170,11 +170,11 @@ def tag_trace(owner: str | None, conversation_id: str | None) -> str | None:
 
 def flush_on_stop() -> None:
     """Every process start-app serves in (uvicorn's workers inherit the environment) flushes as it stops."""
-    os.environ[FLUSH_ON_STOP] = "1"
+    os.environ[_FLUSH_ON_STOP] = "1"
 
 
 def flushes_on_stop() -> bool:
-    return os.environ.get(FLUSH_ON_STOP) == "1"
+    return os.environ.get(_FLUSH_ON_STOP) == "1"
 
 
 def flush() -> None:
