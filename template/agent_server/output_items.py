@@ -30,6 +30,7 @@ from typing import Any
 from agents import Agent, Model
 from pydantic import BaseModel
 
+from agent_server import turn_starts
 from agent_server.history.tool_pairs import ID_PREFIXES, output_bound_call_id
 
 
@@ -110,6 +111,7 @@ class UniqueCallIds(Model):
         return getattr(self.inner, name)  # anything else the SDK asks of the model it wraps
 
     async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        turn_starts.model_called()
         response = await self.inner.get_response(system_instructions, input, *args, **kwargs)
         fixer = _CallIdFixer(input)
         for position, item in enumerate(response.output):
@@ -119,6 +121,7 @@ class UniqueCallIds(Model):
     async def stream_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
     ) -> AsyncIterator[Any]:
+        turn_starts.model_called()
         fixer = _CallIdFixer(input)
         async for event in self.inner.stream_response(system_instructions, input, *args, **kwargs):
             # The same call arrives in output_item.added, output_item.done and response.completed.

@@ -19,7 +19,8 @@ What the handlers need of all this, it hands them in one object (request_state.p
 JSON nested deeper than 64 levels, a lone surrogate (`"\\ud800"`) and an integer of more
 than 4300 digits are a 400. Parsing and rendering run in a worker thread (unless the body is
 too small to be worth one: offload.py), so that a large body never holds up other requests,
-and a client that hangs up stops its request: tools and model calls included.
+and a client that hangs up stops its request: tools and model calls included. Once its body is
+read, a turn waits for its place among the few starting at once (turn_starts.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_server import config, llm, memory, request_state
+from agent_server import config, llm, memory, request_state, turn_starts
 from agent_server.asgi import HttpMiddleware, replaying
 from agent_server.errors import BadRequest, error_response
 from agent_server.history import HistoryError, approvals, json_type, pair_calls_with_outputs, render_each
@@ -58,6 +59,17 @@ class RequestGuard(HttpMiddleware):
         try:
             check_user_token(headers)
             raw = await read_body(receive)
+        except BadRequest as error:
+            await error_response(error.status, str(error), error.param)(scope, receive, send)
+            return
+        place = await turn_starts.take_place()  # the streams running go first (turn_starts.py)
+        try:
+            await self._checked(scope, receive, send, headers, raw)
+        finally:
+            place.give_back()
+
+    async def _checked(self, scope: Scope, receive: Receive, send: Send, headers: Headers, raw: bytes) -> None:
+        try:
             body, sent = await cpu_work(len(raw) <= INLINE_BYTES, checked_body, raw)
             turn = await memory.start_turn(headers, body, sent)
         except BadRequest as error:
