@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import gc
 import hashlib
 import logging
 import re
@@ -26,7 +25,7 @@ from fastapi.responses import HTMLResponse
 from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
-from agent_server import agent, logs, mcp_connections, mcp_servers, memory, tracing
+from agent_server import agent, garbage_collection, logs, mcp_connections, mcp_servers, memory, tracing
 from agent_server.browser_guard import BrowserGuard
 from agent_server.error_responses import OneErrorShape, UpstreamErrors
 from agent_server.feedback import router as feedback_router
@@ -65,12 +64,9 @@ async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
         await mcp_connections.open_connections(mcp_servers.declared(agent))
         if memory.enabled():
             await open_runs()  # runs that stopped with an earlier process resume here, with the tools connected
-        # What start-up made lives as long as the app: in the permanent generation, full collections no longer
-        # walk it (about 280k objects, a pause of 150 ms or more in the middle of some request).
-        gc.collect()
-        gc.freeze()
         try:
-            yield state
+            async with garbage_collection.serving():  # start-up's objects frozen, full collections on a clock
+                yield state
         finally:
             if memory.enabled():
                 await close_runs()  # before the MCP servers and the store they run on close
