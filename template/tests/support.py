@@ -5,8 +5,11 @@ servers on loopback ports and wait for them. The template's own repo tests use t
 from __future__ import annotations
 
 import asyncio
+import atexit
+import itertools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -187,6 +190,12 @@ def clean_env(**values: str) -> dict[str, str]:
     return {**{key: value for key, value in os.environ.items() if not key.startswith(NOT_INHERITED)}, **values}
 
 
+# What the apps and servers the tests start write (their stores, traces and logs), in one folder per test
+# process that goes when the process ends, so that runs of the suite leave nothing behind.
+SCRATCH = Path(tempfile.mkdtemp(prefix="agent-tests-"))
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
+LOG_NUMBERS = itertools.count()
+
 TRACED = {"MLFLOW_TRACE_SAMPLING_RATIO": "1"}  # app_env(**TRACED): an app that traces every request, as by default
 
 
@@ -195,7 +204,7 @@ def app_env(**values: str) -> dict[str, str]:
     and ./mlruns; and no request traced unless the test says so (TRACED): once MLflow has exported a trace, its
     export queue makes the app's stop wait up to a second (mlflow-skinny 3.17 polls it each second), and the tests
     that start apps are about other things. test_tracing.py and test_workers.py start traced ones."""
-    folder = Path(tempfile.mkdtemp(prefix="agent-app-"))
+    folder = Path(tempfile.mkdtemp(prefix="app-", dir=SCRATCH))
     own = {"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": str(folder / "conversations.db")}
     own |= {"MLFLOW_TRACKING_URI": f"file:{folder / 'mlruns'}", "MLFLOW_TRACE_SAMPLING_RATIO": "0"}
     return clean_env(**{"HOME": os.environ.get("HOME", "/tmp"), **own, **values})
@@ -216,7 +225,7 @@ class ServerProcess:
     ) -> None:  # fmt: skip
         self.args, self.env, self.ready_url, self.cwd, self.timeout = args, env, ready_url, cwd, timeout
         self.group = group
-        self.log = log or Path(tempfile.mkstemp(prefix="server-", suffix=".log")[1])
+        self.log = log or SCRATCH / f"server-{next(LOG_NUMBERS)}.log"
         self.url = "/".join(ready_url.split("/")[:3])  # scheme://host:port
         self.process: subprocess.Popen | None = None
 
