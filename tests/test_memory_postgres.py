@@ -177,6 +177,21 @@ def test_the_database_down_mid_conversation_is_a_503_and_it_continues_once_back(
     assert [item["content"] for item in kept if item["role"] == "user"] == ["My name is Ada", "What is my name?"]
 
 
+def test_connections_the_server_drops_cost_a_reconnect_not_a_failed_turn(two_apps, postgres):
+    """No ping before each transaction (memory/store.py): a pooled connection that the server dropped (an idle
+    timeout, a fail-over) is found by the turn's first statement, and the transaction runs again on a new one."""
+    a, _ = two_apps
+    chat = Conversation(http_client(a), stream=False)
+    chat.send("My name is Ada")
+    dropped = postgres.psql(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    assert int(dropped) >= 1, "the apps' pooled connections"
+    assert counts(2, 1) in reply_text(chat.send("What is my name?"))
+    assert counts(3, 2) in reply_text(chat.send("And again?"))
+
+
 def test_a_lakebase_login_refreshes_its_token_mid_conversation(app, postgres, tmp_path):
     """The app's role logs in with workspace tokens only: each new one is its password (fake_workspace.py)."""
     postgres.psql("CREATE ROLE app_principal LOGIN")

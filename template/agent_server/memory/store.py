@@ -77,11 +77,9 @@ class Store:
             # SQLite has one writer at a time. Writers of this process queue here, not in SQLite's busy wait.
             self._one_writer: contextlib.AbstractAsyncContextManager[Any] = asyncio.Lock()
         else:
-            self.engine: AsyncEngine = create_async_engine(
-                url,
-                pool_pre_ping=True,  # a server restart or a dropped connection costs a reconnect, not a failed turn
-                connect_args={"timeout": 10},
-            )
+            # No pre-ping (a round trip before each transaction): a dropped connection is found by the first
+            # statement and the transaction runs again on a new one (_on_postgres).
+            self.engine: AsyncEngine = create_async_engine(url, connect_args={"timeout": 10})
             self._one_writer = contextlib.nullcontext()
             if password is not None:  # a token that changes (Lakebase): read when a connection is made
                 sa.event.listen(self.engine.sync_engine, "do_connect", _with_password(password))
@@ -145,8 +143,7 @@ class Store:
         try:
             async with self._one_writer if write else contextlib.nullcontext():
                 if not self.sqlite:
-                    async with self.engine.begin() as connection:
-                        return await connection.run_sync(transaction)
+                    return await self._on_postgres(transaction)
                 done = asyncio.get_running_loop().run_in_executor(self._thread, self._in_transaction, transaction)
                 try:
                     return await asyncio.shield(done)
@@ -160,6 +157,23 @@ class Store:
             raise
         except (sa.exc.SQLAlchemyError, OSError, TimeoutError) as error:
             raise Unavailable(_reason(error)) from error
+
+    async def _on_postgres(self, transaction: Callable[[sa.Connection], T]) -> T:
+        """`transaction` on a pooled connection; if the server had dropped it (a restart, an idle timeout), once
+        more on a new one: a reconnect, not a failed turn. Nothing was committed on a connection that failed before
+        its commit, so running the transaction again is safe; a failed commit is not retried (it may have landed)."""
+        for last_try in (False, True):
+            async with self.engine.connect() as connection:
+                begun = await connection.begin()
+                try:
+                    result = await connection.run_sync(transaction)
+                except sa.exc.DBAPIError as error:
+                    if error.connection_invalidated and not last_try:
+                        continue
+                    raise
+                await begun.commit()
+                return result
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def _in_transaction(self, transaction: Callable[[sa.Connection], T]) -> T:
         with self._sync_engine.begin() as connection:
