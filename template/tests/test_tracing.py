@@ -62,7 +62,11 @@ def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
     with socket.socket() as reserved:
         reserved.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{reserved.getsockname()[1]}"
-        started = StartedApp(app_env(LLM_PROVIDER="offline", MLFLOW_TRACKING_URI=dead, HOME=str(tmp_path), **TRACED))
+        # No wait between export retries: the defaults' bound is checked above, and the stop is what this test
+        # is about (with them, it waits 3 s on the queued traces' retries).
+        quick = {"MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0"}
+        env = app_env(LLM_PROVIDER="offline", MLFLOW_TRACKING_URI=dead, HOME=str(tmp_path), **TRACED, **quick)
+        started = StartedApp(env)
         with started as url, httpx.Client(base_url=url, timeout=60) as client:
             chat = Chat(client, stream=False)
             for chat.stream in (False, True, False):  # one conversation, its turns sent both ways
