@@ -629,7 +629,8 @@ def targets(apps: list[App], runs: list[dict]) -> str:
         p99 = med([run[b, "off", mode, 8].p99 for run in runs])
         name = "streaming" if mode == "stream" else "not streaming"
         parts.append(
-            f"{name}: CPU/request {ratio:.2f}× of 0.1.0 ({'met' if ratio <= 0.8 else 'not met'}), p99 {p99:.0f} ms"
+            f"{name}: CPU/request {ratio:.2f}× of {apps[0].label} ({'met' if ratio <= 0.8 else 'not met'}), "
+            f"p99 {p99:.0f} ms"
         )
     return "; ".join(parts)
 
