@@ -207,14 +207,13 @@ def _finish_turn(
     max_items: int, connection: sa.Connection,
 ) -> None:  # fmt: skip
     this = statements.named(owner, conversation_id)
-    kept = connection.execute(statements.FINISH, {**this, "held": lease, "now": time.time()})
-    if kept.rowcount == 0:  # the lease ran out and another turn took the conversation, or it was deleted
+    kept = connection.execute(statements.FINISH, {**this, "held": lease, "now": time.time()}).first()
+    if kept is None:  # the lease ran out and another turn took the conversation, or it was deleted
         raise Busy(conversation_id, deleted=connection.scalar(statements.EXISTS, this) is None)
+    first, stored = kept  # where the turn's items start, and how many the conversation holds
     if replaces:
         connection.execute(statements.DELETE_ITEMS, this)
         first, stored = 0, 0
-    else:
-        first, stored = connection.execute(statements.NEXT_SEQ_AND_COUNT, this).one()
     if turn:
         connection.execute(
             items.insert(),
