@@ -29,7 +29,7 @@ from support import Conversation, ServerThread, post_turn, replayed, reply_text
 
 from agent_server import agent, llm, memory
 from agent_server.memory.schema import ITEM_FORMAT, SchemaTooNew
-from agent_server.memory.store import Store, Unavailable
+from agent_server.memory.store import Busy, Store, Unavailable
 
 BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
 ADA, BOB = "ada@example.com", "bob@example.com"
@@ -184,6 +184,27 @@ def test_a_second_turn_while_one_runs_is_a_409_and_nothing_interleaves(client, b
     response = client.post("/invocations", json=body)
     assert response.status_code == 409 and "answering another request" in response.json()["error"]["message"]
     assert len(stored(client, chat.id).json()["items"]) == 2
+
+
+def test_a_start_run_again_with_its_own_lease_takes_it_again_and_any_other_lease_is_refused(backend):
+    """A turn's start may run again after a dropped connection (store.py: each of its statements commits by itself
+    on PostgreSQL, so the first try may have taken the lease): the same lease takes it again, and the conversation
+    stays as it was; any other lease is still refused."""
+
+    async def run() -> None:
+        store = Store(memory.settings().url)
+        await store.open()
+        try:
+            conversation_id = f"conv_{uuid.uuid4().hex}"
+            assert await store.start_turn(ADA, conversation_id, "first-try", hold_seconds=60) == []
+            assert await store.start_turn(ADA, conversation_id, "first-try", hold_seconds=60) == []
+            with pytest.raises(Busy):
+                await store.start_turn(ADA, conversation_id, "another-turn", hold_seconds=60)
+            await store.release(ADA, conversation_id, "first-try")
+        finally:
+            await store.close()
+
+    asyncio.run(run())
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])

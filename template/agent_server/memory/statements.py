@@ -22,10 +22,18 @@ def named(owner: str, conversation_id: str) -> dict[str, str]:
 _THIS = sa.and_(conversations.c.owner == sa.bindparam("of_owner"), conversations.c.id == sa.bindparam("of_id"))
 _ITS_ITEMS = sa.and_(items.c.owner == sa.bindparam("of_owner"), items.c.conversation_id == sa.bindparam("of_id"))
 
-# A lease free, or run out before `now`, becomes `new_lease` until `until`.
+# A lease free, or run out before `now`, or `new_lease` already (the same start, run again after a dropped
+# connection: store.py), becomes `new_lease` until `until`.
 TAKE = (
     conversations.update()
-    .where(_THIS, sa.or_(conversations.c.lease.is_(None), conversations.c.lease_until < sa.bindparam("now")))
+    .where(
+        _THIS,
+        sa.or_(
+            conversations.c.lease.is_(None),
+            conversations.c.lease_until < sa.bindparam("now"),
+            conversations.c.lease == sa.bindparam("new_lease"),
+        ),
+    )
     .values(lease=sa.bindparam("new_lease"), lease_until=sa.bindparam("until"))
 )
 EXISTS = sa.select(conversations.c.id).where(_THIS)

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent_server.memory import statements
+from agent_server.memory import engines, statements
 from agent_server.memory.schema import ITEM_FORMAT, SchemaTooNew, conversations, items, migrate
 
 T = TypeVar("T")
@@ -72,17 +72,12 @@ class Store:
         if self.sqlite:
             # One thread does all of this store's SQLite work, so a connection is only ever used by its own thread.
             self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-sqlite")
-            self._sync_engine = sa.create_engine(url.set(drivername="sqlite+pysqlite"), connect_args={"timeout": 10})
-            sa.event.listen(self._sync_engine, "connect", _sqlite_pragmas)
+            self._sync_engine = engines.sqlite_engine(url)
             # SQLite has one writer at a time. Writers of this process queue here, not in SQLite's busy wait.
             self._one_writer: contextlib.AbstractAsyncContextManager[Any] = asyncio.Lock()
         else:
-            # No pre-ping (a round trip before each transaction): a dropped connection is found by the first
-            # statement and the transaction runs again on a new one (_on_postgres).
-            self.engine: AsyncEngine = create_async_engine(url, connect_args={"timeout": 10})
+            self.engine: AsyncEngine = engines.postgres_engine(url, password)
             self._one_writer = contextlib.nullcontext()
-            if password is not None:  # a token that changes (Lakebase): read when a connection is made
-                sa.event.listen(self.engine.sync_engine, "do_connect", _with_password(password))
 
     async def open(self) -> None:
         """Connect, and bring the schema up to SCHEMA_VERSION."""
@@ -98,8 +93,9 @@ class Store:
     async def start_turn(self, owner: str, conversation_id: str, lease: str, hold_seconds: float) -> list[StoredItem]:
         """Take the conversation's lease for `hold_seconds` (creating it if new) and return its items; Busy if
         another turn holds it."""
+        start = functools.partial(_start_turn, owner, conversation_id, lease, hold_seconds)
         try:
-            return await self._run(functools.partial(_start_turn, owner, conversation_id, lease, hold_seconds), True)
+            return await self._run(start, write=True, each_statement_alone=True)
         except asyncio.CancelledError:
             # The transaction ran to its end (see _run): a lease this request will never use is given back (or,
             # with the database down, runs out by itself: leases.py).
@@ -138,12 +134,16 @@ class Store:
         """`transaction` in one database transaction, as the store's own methods run theirs (leases.py)."""
         return await self._run(transaction, write)
 
-    async def _run(self, transaction: Callable[[sa.Connection], T], write: bool = False) -> T:
-        """`transaction` in one database transaction; a failed database is Unavailable."""
+    async def _run(
+        self, transaction: Callable[[sa.Connection], T], write: bool = False, each_statement_alone: bool = False
+    ) -> T:
+        """`transaction` in one database transaction; a failed database is Unavailable. `each_statement_alone`: on
+        PostgreSQL, each of its statements commits by itself, which saves the round trips of BEGIN and COMMIT
+        (for a transaction whose statements each stand alone, and may run again: _start_turn)."""
         try:
             async with self._one_writer if write else contextlib.nullcontext():
                 if not self.sqlite:
-                    return await self._on_postgres(transaction)
+                    return await self._on_postgres(transaction, each_statement_alone)
                 done = asyncio.get_running_loop().run_in_executor(self._thread, self._in_transaction, transaction)
                 try:
                     return await asyncio.shield(done)
@@ -158,20 +158,23 @@ class Store:
         except (sa.exc.SQLAlchemyError, OSError, TimeoutError) as error:
             raise Unavailable(_reason(error)) from error
 
-    async def _on_postgres(self, transaction: Callable[[sa.Connection], T]) -> T:
+    async def _on_postgres(self, transaction: Callable[[sa.Connection], T], each_statement_alone: bool) -> T:
         """`transaction` on a pooled connection; if the server had dropped it (a restart, an idle timeout), once
         more on a new one: a reconnect, not a failed turn. Nothing was committed on a connection that failed before
         its commit, so running the transaction again is safe; a failed commit is not retried (it may have landed)."""
         for last_try in (False, True):
             async with self.engine.connect() as connection:
-                begun = await connection.begin()
+                if each_statement_alone:
+                    await connection.execution_options(isolation_level="AUTOCOMMIT")  # the pool resets it
+                begun = None if each_statement_alone else await connection.begin()
                 try:
                     result = await connection.run_sync(transaction)
                 except sa.exc.DBAPIError as error:
                     if error.connection_invalidated and not last_try:
                         continue
                     raise
-                await begun.commit()
+                if begun is not None:
+                    await begun.commit()
                 return result
         raise AssertionError("unreachable: the last try returns or raises")
 
@@ -183,6 +186,9 @@ class Store:
 def _start_turn(
     owner: str, conversation_id: str, lease: str, hold_seconds: float, connection: sa.Connection
 ) -> list[StoredItem]:
+    """Each statement stands alone (on PostgreSQL each commits by itself: Store._run), and the whole may run again
+    after a dropped connection: taking the lease is one statement, and taking it again with the same `lease` is
+    allowed (statements.TAKE); what is read after it is the conversation as that lease holds it."""
     now = time.time()
     this = statements.named(owner, conversation_id)
     taken = connection.execute(statements.TAKE, {**this, "now": now, "new_lease": lease, "until": now + hold_seconds})
@@ -190,13 +196,12 @@ def _start_turn(
         if connection.scalar(statements.EXISTS, this) is not None:
             raise Busy(conversation_id)
         try:
-            with connection.begin_nested():
-                connection.execute(
-                    conversations.insert().values(
-                        owner=owner, id=conversation_id, title="", created_at=now, updated_at=now,
-                        lease=lease, lease_until=now + hold_seconds,
-                    )
-                )  # fmt: skip
+            connection.execute(
+                conversations.insert().values(
+                    owner=owner, id=conversation_id, title="", created_at=now, updated_at=now,
+                    lease=lease, lease_until=now + hold_seconds,
+                )
+            )  # fmt: skip
         except sa.exc.IntegrityError:  # another instance created it a moment ago, and holds it
             raise Busy(conversation_id) from None
     return _items(connection, owner, conversation_id)
@@ -293,22 +298,6 @@ def _keep_newest(connection: sa.Connection, owner: str, conversation_id: str, ma
     cuts = [seq for position, (seq, starts) in enumerate(rows) if starts and len(rows) - position <= max_items]
     cut = cuts[0] if cuts else rows[-1].seq  # one turn longer than the limit: keep from its last item
     connection.execute(statements.DROP_BEFORE, {**this, "cut": cut})
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")  # readers do not wait for a writer
-    # In WAL mode, NORMAL never corrupts the file; a power cut may lose the newest turns, not a crash of the app.
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")  # another process writing the same file
-    cursor.close()
-
-
-def _with_password(password: Callable[[], str]) -> Callable[..., None]:
-    def set_password(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
-        params["password"] = password()
-
-    return set_password
 
 
 def _reason(error: BaseException) -> str:
