@@ -60,6 +60,7 @@ CONFIGS = [
 EXPECTED_MERGE = {"new turn": "new turn", "whole history": "extends"}  # memory_merge.py's kinds
 NEW_TURN = {"role": "user", "content": "And now?"}
 QUIET_SECONDS = 0.01
+STORE_TURNS = 300
 CPU_TARGET = 1.25  # issue 27: with memory on, a conversation turn's CPU at most 1.25x memory off
 
 
@@ -103,6 +104,21 @@ async def prepare(store: Store, stored: list[StoredItem]) -> str:
     return conversation_id
 
 
+async def store_alone(stores: dict[str, Store], stored: list[StoredItem], turns: int = STORE_TURNS) -> dict[str, float]:
+    """Each backend's CPU ms for a turn's store work alone (start_turn, then finish_turn with a question and its
+    answer), on conversations holding `stored`: backends in turn, `turns` each, after one turn each to warm up."""
+    answer = stored_form([NEW_TURN, {"role": "assistant", "content": [{"type": "output_text", "text": "Yes."}]}])
+    cpu = dict.fromkeys(stores, 0.0)
+    for turn in range(turns + 1):
+        for backend, store in stores.items():
+            conversation_id, lease = await prepare(store, stored), uuid.uuid4().hex
+            started = time.process_time()
+            await store.start_turn(memory.LOCAL_OWNER, conversation_id, lease, 60)
+            await store.finish_turn(memory.LOCAL_OWNER, conversation_id, lease, answer, False, None, 0)
+            cpu[backend] += (time.process_time() - started) if turn else 0.0
+    return {backend: spent / turns * 1e3 for backend, spent in cpu.items()}
+
+
 def clock_memory_calls() -> list[float]:
     """Wraps memory.start_turn and memory.Turn.finish (read, merge; store) to add up the time spent in them."""
     spent = [0.0]
@@ -133,9 +149,12 @@ class MergeKinds(logging.Handler):
             self.kinds.append(record.args[1])
 
 
-async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], list[tuple[float, float, float]]]:
+async def measure(
+    postgres_url: str, folder: str
+) -> tuple[dict[tuple[str, str, int], list[tuple[float, float, float]]], dict[str, float]]:
     """Per (backend, client sends, stored items), each run's seconds for the whole turn, in memory calls, and of
-    this process's CPU (every thread's: the store's thread too) from the request's start until the turn is quiet."""
+    this process's CPU (every thread's: the store's thread too) from the request's start until the turn is quiet;
+    and each backend's CPU for a turn's store work alone (store_alone)."""
     variables = {
         "none": {"MEMORY_BACKEND": "none"},
         "sqlite": {"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": f"{folder}/c.db"},
@@ -161,6 +180,7 @@ async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], 
     memory_log.propagate = False
 
     in_memory = clock_memory_calls()
+    alone = await store_alone(stores, stored_form(chat_history(10)))
     gc.collect()
     gc.freeze()  # the imported app's objects: without this, each gc.collect() below takes a third of a second
     seconds: dict[tuple[str, str, int], list[tuple[float, float, float]]] = {}
@@ -203,7 +223,7 @@ async def measure(postgres_url: str, folder: str) -> dict[tuple[str, str, int], 
     use("none")
     for store in stores.values():
         await store.close()
-    return seconds
+    return seconds, alone
 
 
 def load_postgres_helper():
@@ -221,10 +241,15 @@ def main() -> None:
     args = parser.parse_args()
     with load_postgres_helper().PostgresServer() as pg, tempfile.TemporaryDirectory() as folder:
         server_version = pg.psql("SHOW server_version")
-        seconds = asyncio.run(measure(pg.url, folder))
+        seconds, alone = asyncio.run(measure(pg.url, folder))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         report(seconds, server_version, args.command)
+        print(
+            f"\nThe store's work alone, CPU per turn (start_turn, then finish_turn with a question and its answer, on a"
+            f" conversation of 10 items; {STORE_TURNS} turns a backend, in turn; the process's CPU, PostgreSQL's"
+            " own not in it): " + ", ".join(f"{backend} {ms:.2f} ms" for backend, ms in alone.items()) + "."
+        )
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from serve import publish
 
