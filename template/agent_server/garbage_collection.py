@@ -1,16 +1,18 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""When the cyclic garbage collector runs in a serving process: what start-up made is frozen, and the oldest
-generation is collected on a clock, not on allocation counts.
+"""When the cyclic garbage collector runs in a serving process: what start-up made is frozen, and a full
+collection that pauses the event loop for long is put off to a clock.
 
 A full collection walks every object that streams still open hold (a few hundred each) and pauses the event
 loop meanwhile. By CPython's own rule (3.11: the oldest generation once it has grown by a quarter) a burst of new
 streams set off one full collection after another, each longer than the last: with 600 streams opened at once
-on one worker, six in ten seconds, the last 131 ms, and every delta that came in meanwhile waited. Here it runs
-once every FULL_COLLECTION_SECONDS at most, so a pause of the same length holds up a few deltas in a thousand.
+on one worker, six in ten seconds, the last 131 ms, and every delta that came in meanwhile waited.
 
-The young generations are collected as CPython collects them, and they take the cycles a short request leaves.
-What a streamed run leaves in cycles (openai-agents 0.24 keeps its run result in one) has lived through them,
-and waits for the next full collection: at most FULL_COLLECTION_SECONDS of it.
+So the oldest generation is collected by CPython's rule while its collections are short, as they are with a few
+dozen turns open: what requests leave in cycles (openai-agents 0.24 keeps a streamed run's result in one) goes
+as soon as CPython would free it. Once a full collection pauses the loop for more than LONG_PAUSE_SECONDS, the
+next waits for the clock: at most one every FULL_COLLECTION_SECONDS, so a pause of that length holds up a few
+deltas in a thousand, and meanwhile what is left in cycles waits for it. A short one hands the oldest
+generation back to CPython's rule.
 """
 
 from __future__ import annotations
@@ -18,35 +20,61 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 FULL_COLLECTION_SECONDS = 30.0
+LONG_PAUSE_SECONDS = 0.025
 NEVER = 2**31 - 1  # a threshold the oldest generation's counter never reaches
 
 
+class FullCollections:
+    """Watches each full collection's pause, and sets who starts the next: CPython's rule, or the clock."""
+
+    def __init__(self) -> None:
+        young, middle, oldest = gc.get_threshold()
+        self.cpython = (young, middle, 10 if oldest == NEVER else oldest)  # CPython's, even if an app served before
+        self.started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:  # gc.callbacks
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self.started = time.perf_counter()
+            return
+        young, middle, oldest = self.cpython
+        long = time.perf_counter() - self.started > LONG_PAUSE_SECONDS
+        gc.set_threshold(young, middle, NEVER if long else oldest)
+
+    @property
+    def on_the_clock(self) -> bool:
+        return gc.get_threshold()[2] == NEVER
+
+    async def clock(self) -> None:
+        """While on the clock, a full collection each FULL_COLLECTION_SECONDS, if the middle generation was
+        collected as often since the last as CPython waits for (an idle process is not walked for nothing)."""
+        while True:
+            await asyncio.sleep(FULL_COLLECTION_SECONDS)
+            if self.on_the_clock and gc.get_count()[2] >= self.cpython[2]:
+                gc.collect()
+
+
 @contextlib.asynccontextmanager
-async def serving() -> AsyncIterator[None]:
-    """For as long as the app serves: start-up's objects frozen, full collections on a clock."""
+async def serving() -> AsyncIterator[FullCollections]:
+    """For as long as the app serves: start-up's objects frozen, long full collections put off to the clock."""
     gc.collect()
     # What start-up made lives as long as the app: in the permanent generation, full collections no longer
     # walk it (about 280k objects, a pause of 150 ms or more in the middle of some request).
     gc.freeze()
-    young, middle, oldest = gc.get_threshold()
-    gc.set_threshold(young, middle, NEVER)
-    clock = asyncio.create_task(_collect_every(FULL_COLLECTION_SECONDS, due_after=oldest))
+    collections = FullCollections()
+    gc.callbacks.append(collections)
+    clock = asyncio.create_task(collections.clock())
     try:
-        yield
+        yield collections
     finally:
         clock.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await clock
-        gc.set_threshold(young, middle, oldest)
-
-
-async def _collect_every(seconds: float, due_after: int) -> None:
-    """A full collection each `seconds`, if the middle generation was collected `due_after` times since the last
-    (CPython's own count; an idle process is not walked for nothing)."""
-    while True:
-        await asyncio.sleep(seconds)
-        if gc.get_count()[2] >= due_after:
-            gc.collect()
+        gc.callbacks.remove(collections)
+        gc.set_threshold(*collections.cpython)

@@ -1,6 +1,6 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""While the app serves, the oldest generation is collected on a clock, not on allocation counts, and only when
-CPython's own count says it is due (agent_server/garbage_collection.py)."""
+"""While the app serves, the oldest generation is collected by CPython's rule while its collections are short,
+and on a clock once one has paused the event loop for long (agent_server/garbage_collection.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import weakref
 import pytest
 
 from agent_server import garbage_collection
+from agent_server.garbage_collection import NEVER
 
 
 class Node:
@@ -31,31 +32,46 @@ def old_garbage() -> weakref.ref[Node]:
     return gone
 
 
+def pauses(long: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every full collection count as a long pause, or none."""
+    monkeypatch.setattr(garbage_collection, "LONG_PAUSE_SECONDS", 0.0 if long else 600.0)
+
+
 @pytest.fixture
 def fast_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(garbage_collection, "FULL_COLLECTION_SECONDS", 0.02)
 
 
-def test_while_serving_only_the_clock_collects_the_oldest_generation_and_the_thresholds_come_back():
+def test_a_long_full_collection_puts_the_next_off_to_the_clock_and_a_short_one_hands_it_back(monkeypatch):
     before = gc.get_threshold()
 
     async def run() -> None:
-        async with garbage_collection.serving():
-            young, middle, oldest = gc.get_threshold()
-            assert (young, middle) == before[:2] and oldest == garbage_collection.NEVER
+        async with garbage_collection.serving() as collections:
+            assert gc.get_threshold() == before and not collections.on_the_clock  # CPython's rule, to start
+            pauses(True, monkeypatch)
+            gc.collect()
+            assert collections.on_the_clock and gc.get_threshold() == (*before[:2], NEVER)
+            pauses(False, monkeypatch)
+            gc.collect()
+            assert gc.get_threshold() == before
 
     asyncio.run(run())
-    assert gc.get_threshold() == before
+    assert gc.get_threshold() == before and not any(
+        isinstance(callback, garbage_collection.FullCollections) for callback in gc.callbacks
+    )
 
 
-def test_the_clock_collects_old_garbage_once_a_full_collection_is_due(fast_clock):
+def test_on_the_clock_old_garbage_is_collected_once_a_full_collection_is_due(monkeypatch, fast_clock):
     due = gc.get_threshold()[2]  # CPython's own: a full collection after this many of the middle generation
 
     async def run() -> None:
-        async with garbage_collection.serving():
+        async with garbage_collection.serving() as collections:
+            pauses(True, monkeypatch)
+            gc.collect()
             gone = old_garbage()
             while gc.get_count()[2] < due:
                 gc.collect(1)
+            assert collections.on_the_clock
             for _ in range(250):
                 if gone() is None:
                     return
@@ -65,9 +81,11 @@ def test_the_clock_collects_old_garbage_once_a_full_collection_is_due(fast_clock
     asyncio.run(run())
 
 
-def test_an_idle_process_is_not_walked_for_nothing(fast_clock):
+def test_on_the_clock_an_idle_process_is_not_walked_for_nothing(monkeypatch, fast_clock):
     async def run() -> None:
         async with garbage_collection.serving():
+            pauses(True, monkeypatch)
+            gc.collect()
             gone = old_garbage()  # two middle collections: not yet due
             await asyncio.sleep(0.2)
             assert gone() is not None
