@@ -192,6 +192,11 @@ async def _streamed_run(
             for item in output.add(event.item.raw_item, message_id=own_id):
                 done.append(item)
                 yield stream_event("response.output_item.done", item=item)
+    # openai-agents 0.24 (agents/sandbox/runtime.py): the result keeps its sandbox clean-up, a closure that keeps the
+    # result, so every streamed run (its history and items) waited for a full garbage collection. The stream ran
+    # the clean-up before it ended (agents/result.py); without it, the result goes as soon as this generator does.
+    if getattr(result, "_sandbox_cleanup", None) is not None:
+        result._sandbox_cleanup = None
     waiting = await cpu_work(not result.interruptions, approval_requests, request, result.interruptions)
     for item in finished(output, waiting):
         done.append(item)

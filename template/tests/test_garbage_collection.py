@@ -92,3 +92,22 @@ def test_on_the_clock_an_idle_process_is_not_walked_for_nothing(monkeypatch, fas
         gc.collect()
 
     asyncio.run(run())
+
+
+def test_a_streamed_runs_result_goes_with_its_stream_not_with_a_full_collection(app_client):
+    """openai-agents 0.24 keeps a streamed run's result in a reference cycle (its sandbox clean-up); the stream
+    handler breaks it once the stream has ended, so the result, its history and its items are freed at once."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds stays in gc.garbage, to be looked at
+    try:
+        body = {"input": [{"role": "user", "content": "What time is it?"}], "stream": True}
+        response = app_client.post("/invocations", json=body)
+        assert response.status_code == 200 and "response.output_item.done" in response.text
+        gc.collect()
+        in_cycles = [type(found).__name__ for found in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert "RunResultStreaming" not in in_cycles
