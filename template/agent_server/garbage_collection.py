@@ -8,11 +8,11 @@ streams set off one full collection after another, each longer than the last: wi
 on one worker, six in ten seconds, the last 131 ms, and every delta that came in meanwhile waited.
 
 So the oldest generation is collected by CPython's rule while its collections are short, as they are with a few
-dozen turns open: what requests leave in cycles (openai-agents 0.24 keeps a streamed run's result in one) goes
-as soon as CPython would free it. Once a full collection pauses the loop for more than LONG_PAUSE_SECONDS, the
-next waits for the clock: at most one every FULL_COLLECTION_SECONDS, so a pause of that length holds up a few
-deltas in a thousand, and meanwhile what is left in cycles waits for it. A short one hands the oldest
-generation back to CPython's rule.
+dozen turns open: what requests leave in cycles goes as soon as CPython would free it. Once a full collection
+pauses the loop for more than LONG_PAUSE_SECONDS, the next waits for the clock: at most one every
+FULL_COLLECTION_SECONDS, so a pause of that length holds up a few deltas in a thousand, and meanwhile what is
+left in cycles waits for it (some 24 objects a request: the stream handler breaks the cycle that would keep a
+streamed run's whole result, handlers.py). A short one hands the oldest generation back to CPython's rule.
 """
 
 from __future__ import annotations
