@@ -7,8 +7,9 @@ streams, all are opened at once, each a client's whole history naming no convers
 each delta that reaches the client the delay the app added is taken: when it arrived, less when the stub sent it
 (the stub writes the time into the delta's text; one machine, one clock). Reported: the p50 and p99 of that delay
 over every delta of every stream, the p99 of the first delta's arrival after its request (the queue a burst of
-new streams meets), the streams that failed (not a 200, or fewer than 20 deltas), and the app's CPU per delta.
-The client is a bare asyncio HTTP/1.1 reader, so that 1,000 streams cost it little. Traffic goes to 127.0.0.1
+new streams meets), the streams that failed (not a 200, or fewer than 20 deltas), the app's CPU per delta and its
+peak memory. A last cell (unless --no-sustained) opens 60 streams a second for 70 s instead, some 300 open at any
+time, where full garbage collections and what requests leave in reference cycles show. The client is a bare asyncio HTTP/1.1 reader, so that 1,000 streams cost it little. Traffic goes to 127.0.0.1
 only; every stream is bounded in time.
 """
 
@@ -34,6 +35,8 @@ from serve import CLIENT_CORE, DROPPED, HISTORY, SERVER_CORE, cpu_seconds, free_
 HEADING = "## Slow streams on one worker (benchmarks/streams.py)"
 HERE = Path(__file__).resolve().parent
 DELTAS, OVER_SECONDS = 20, 5.0
+# The sustained cell: 60 new streams a second for SUSTAINED_SECONDS, each 5 s long, so some 300 are open at once.
+SUSTAINED_PER_SECOND, SUSTAINED_SECONDS = 60, 70
 BODY = json.dumps({"input": HISTORY, "stream": True}).encode()
 
 
@@ -80,7 +83,28 @@ def app_env(stub_url: str, folder: Path, memory: str) -> dict[str, str]:
     return env
 
 
-async def cell(app: Path, memory: str, streams: int, stub_url: str, work: Path) -> dict:
+async def opened(port: int, streams: int, sustained: bool) -> list[tuple[list[float], float | None, bool]]:
+    """`streams` streams: all at once, or (`sustained`) SUSTAINED_PER_SECOND a second, so that some 300 are open
+    at any time while new ones keep coming."""
+    if not sustained:
+        deadline = time.monotonic() + 60 + streams / 20
+        return await asyncio.gather(*(one_stream(port, deadline) for _ in range(streams)))
+    tasks, started = [], time.monotonic()
+    for number in range(streams):
+        tasks.append(asyncio.create_task(one_stream(port, time.monotonic() + 60)))
+        await asyncio.sleep(max(0.0, started + (number + 1) / SUSTAINED_PER_SECOND - time.monotonic()))
+    return await asyncio.gather(*tasks)
+
+
+def peak_memory_mib(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def cell(app: Path, memory: str, streams: int, stub_url: str, work: Path, sustained: bool = False) -> dict:
     folder = Path(tempfile.mkdtemp(dir=work))
     port = free_port()
     command = [str(app / ".venv" / "bin" / "start-app"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
@@ -101,9 +125,9 @@ async def cell(app: Path, memory: str, streams: int, stub_url: str, work: Path) 
                 raise SystemExit(f"streams: {app} did not start")
         await asyncio.gather(*(one_stream(port, time.monotonic() + 60) for _ in range(3)))  # warm
         before = cpu_seconds(server.pid)
-        deadline = time.monotonic() + 60 + streams / 20
-        results = await asyncio.gather(*(one_stream(port, deadline) for _ in range(streams)))
+        results = await opened(port, streams, sustained)
         cpu = cpu_seconds(server.pid) - before
+        peak = peak_memory_mib(server.pid)
     finally:
         server.terminate()
         server.wait(60)
@@ -116,6 +140,7 @@ async def cell(app: Path, memory: str, streams: int, stub_url: str, work: Path) 
         "first_p99": firsts[min(len(firsts) - 1, int(len(firsts) * 0.99))] if firsts else float("nan"),
         "failed": sum(1 for _, _, whole in results if not whole),
         "cpu_per_event_ms": 1000 * cpu / events if events else float("nan"),
+        "peak_mib": peak,
     }
 
 
@@ -133,14 +158,19 @@ async def main_async(args: argparse.Namespace) -> str:
     apps = [(args.before_label, Path(args.before), "none")] if args.before else []
     apps.append((args.label, Path(args.app), "sqlite"))
     rows = []
+    cells = [(str(count), count, False) for count in counts]
+    if not args.no_sustained:
+        sustained = SUSTAINED_PER_SECOND * SUSTAINED_SECONDS
+        cells.append((f"{SUSTAINED_PER_SECOND} new a second for {SUSTAINED_SECONDS} s", sustained, True))
     try:
         await asyncio.sleep(1)
-        for count in counts:
+        for name, count, steady in cells:
             for label, app, memory in apps:
-                measured = await cell(app, memory, count, stub_url, work)
+                measured = await cell(app, memory, count, stub_url, work, steady)
                 rows.append(
-                    f"| {count} | {label} | {measured['p50'] * 1000:.0f} ms | {measured['p99'] * 1000:.0f} ms | "
-                    f"{measured['first_p99']:.2f} s | {measured['failed']} | {measured['cpu_per_event_ms']:.2f} ms |"
+                    f"| {name} | {label} | {measured['p50'] * 1000:.0f} ms | {measured['p99'] * 1000:.0f} ms | "
+                    f"{measured['first_p99']:.2f} s | {measured['failed']} | {measured['cpu_per_event_ms']:.2f} ms | "
+                    f"{measured['peak_mib']:.0f} MiB |"
                 )
                 print(rows[-1], flush=True)
     finally:
@@ -155,10 +185,14 @@ async def main_async(args: argparse.Namespace) -> str:
             f"after. One worker pinned to a core; a stub model streaming {DELTAS} deltas over {OVER_SECONDS:.0f} s; "
             "all streams opened at once, each a stateless client's whole history; tracing off; HEAD as rendered "
             "(SQLite memory on). Added delay: a delta's arrival less when the stub sent it. Target (HEAD, 600 "
-            "streams): the added delay's p99 at most 100 ms; 1,000 streams end with 0 failed.",
+            "streams): the added delay's p99 at most 100 ms; 1,000 streams end with 0 failed. The last row opens "
+            f"{SUSTAINED_PER_SECOND} streams a second for {SUSTAINED_SECONDS} s instead, some 300 open at any time: "
+            "full garbage collections and what requests leave in cycles show over time. Peak memory: the app's "
+            "VmHWM at the end of the cell.",
             "",
-            "| streams | app | added delay p50 | added delay p99 | first delta p99 | failed | app CPU per delta |",
-            "|---|---|---|---|---|---|---|",
+            "| streams | app | added delay p50 | added delay p99 | first delta p99 | failed | app CPU per delta "
+            "| app peak memory |",
+            "|---|---|---|---|---|---|---|---|",
             *rows,
             "",
         ]
@@ -172,6 +206,7 @@ def main() -> None:
     parser.add_argument("--before", help="the rendered, synced 0.1.0 app, measured beside it")
     parser.add_argument("--before-label", default="release 0.1.0")
     parser.add_argument("--streams", default="100,300,600,1000", help="counts of streams opened at once")
+    parser.add_argument("--no-sustained", action="store_true", help="leave out the sustained cell (70 s an app)")
     parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
     parser.add_argument("--command", default="scripts/benchmark streams")
     args = parser.parse_args()
