@@ -9,8 +9,9 @@ each delta that reaches the client the delay the app added is taken: when it arr
 over every delta of every stream, the p99 of the first delta's arrival after its request (the queue a burst of
 new streams meets), the streams that failed (not a 200, or fewer than 20 deltas), the app's CPU per delta and its
 peak memory. A last cell (unless --no-sustained) opens 60 streams a second for 70 s instead, some 300 open at any
-time, where full garbage collections and what requests leave in reference cycles show. The client is a bare asyncio HTTP/1.1 reader, so that 1,000 streams cost it little. Traffic goes to 127.0.0.1
-only; every stream is bounded in time.
+time, where full garbage collections and what requests leave in reference cycles show. The client is a bare
+asyncio HTTP/1.1 reader, so that 1,000 streams cost it little. Traffic goes to 127.0.0.1 only; every stream is
+bounded in time.
 """
 
 from __future__ import annotations
