@@ -40,7 +40,7 @@ def test_two_workers_answer_each_others_approvals_and_continue_each_others_conve
     answer approvals that the other signed, in conversations the other stored. With a secret per process, about
     half of them would be refused. Each process traces its requests and logs JSON lines. SIGTERM stops both."""
     env = app_env(LLM_PROVIDER="offline", LOG_FORMAT="json", **TRACED)
-    app = StartedApp(env, options=("--workers", "2"))
+    app = StartedApp(env, options=("--workers", "2"), preloaded=False)  # the script itself, as deployed
     with app as url:
         workers = spawned_workers(app.pid)
         assert len(workers) == 2, app.output

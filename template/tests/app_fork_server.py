@@ -1,0 +1,92 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
+"""`start-app` in processes forked from one that has imported the app's libraries once (support.StartedApp).
+
+A process that starts the app spends about 2 s of CPU importing openai-agents, MLflow and FastAPI before it
+serves (`python -X importtime -c "import agent_server.app"`); the tests start a dozen, and on two cores that was
+a good part of the suite's time. multiprocessing's fork server imports LIBRARIES once per test process and
+forks each app from it: a process of its own, with its own pid, environment, folder and log, that runs
+start-app's main() as the console script does. agent_server itself is imported in each app process, after its
+environment is set, as at a real start. Tests about what a start imports, or about a setting a library reads as
+it is imported, run the console script itself (test_start_app.py, test_tracing.py).
+
+Only the standard library here: the fork server imports this module in each app process it forks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+# What the app imports that takes time and reads no setting of the app's as it is imported. A library left out is
+# imported by each app process itself: slower, never wrong.
+LIBRARIES = ["agents", "mlflow.genai.agent_server", "fastapi", "uvicorn", "sqlalchemy"]
+
+_context: Any = None
+
+
+def start(args: list[str], env: dict[str, str], cwd: Path | None, log: Path, new_session: bool) -> ForkedApp:
+    """Run start-app's main() with `args` (args[0] is the console script) in a process forked from the fork
+    server (started at the first call), with exactly `env` as its environment and `log` as its output."""
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(LIBRARIES)
+    process = _context.Process(target=_run_start_app, args=(args, env, str(cwd or os.getcwd()), str(log), new_session))
+    process.start()
+    return ForkedApp(process, args)
+
+
+def _run_start_app(args: list[str], env: dict[str, str], cwd: str, log: str, new_session: bool) -> None:
+    """In the forked process: what running the console script with that environment, folder and output does."""
+    if new_session:
+        os.setsid()
+    with open(log, "ab", buffering=0) as out, open(os.devnull, "rb") as nothing:
+        os.dup2(nothing.fileno(), 0)  # not multiprocessing's own stdin, which uvicorn's reloader cannot pass on
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own stdin, open as long as it runs)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.argv = list(args)
+    from agent_server.start_server import main
+
+    try:
+        main(args[1:])
+    finally:
+        atexit._run_exitfuncs()  # a forked process leaves by os._exit(), which would skip them
+
+
+class ForkedApp:
+    """What the tests use of subprocess.Popen, for a process the fork server started."""
+
+    def __init__(self, process: Any, args: list[str]) -> None:
+        self._process = process
+        self.args = args
+        self.pid: int = process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode  # -N when a signal N stopped it, as with Popen
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
