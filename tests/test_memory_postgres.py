@@ -192,6 +192,54 @@ def test_connections_the_server_drops_cost_a_reconnect_not_a_failed_turn(two_app
     assert counts(3, 2) in reply_text(chat.send("And again?"))
 
 
+# A turn's finish on PostgreSQL is one statement that commits by itself (memory/turn_transactions.py). The store runs
+# it again when the connection drops while it runs; if the server had carried it out, running it again must not
+# fail the turn. Here it is run twice with the same `now`, as that retry does.
+FINISH_RUN_AGAIN = """
+import asyncio, functools, json, time, uuid
+from agent_server import memory
+from agent_server.memory import turn_transactions as turn
+from agent_server.memory.store import Busy, Store, StoredItem
+
+async def main():
+    store = Store(memory.settings().url)
+    await store.open()
+    conversation, lease, now = f"conv_{uuid.uuid4().hex}", "the-turn", time.time()
+    await store.start_turn("ada", conversation, lease, hold_seconds=60)
+    user, assistant = {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hey"}
+    items = [StoredItem(user, None), StoredItem(assistant, "msg_1")]
+    finish = functools.partial(turn.finish_turn_in_one_statement, "ada", conversation, lease, items, "Hi")
+    held = [await store.run(functools.partial(finish, now), write=True) for _ in range(2)]
+    try:
+        await store.run(functools.partial(finish, now + 1), write=True)
+        later = "finished"
+    except Busy:
+        later = "busy"
+    stored = [stored.item["content"] for stored in await store.items("ada", conversation)]
+    [title] = [found.title for found in await store.conversations("ada") if found.id == conversation]
+    await store.close()
+    print(json.dumps({"held": held, "later": later, "stored": stored, "title": title}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_finish_run_again_after_it_was_carried_out_does_not_fail_the_turn(app, postgres):
+    result = subprocess.run(
+        [str(app / ".venv" / "bin" / "python"), "-c", FINISH_RUN_AGAIN],
+        cwd=app,
+        env=clean_env(MEMORY_BACKEND="postgres", MEMORY_DATABASE_URL=postgres.url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    # The first run stores the turn (2 items now); the second finds it carried out (count not known); a finish at
+    # another moment is another turn's, without the lease.
+    assert outcome == {"held": [2, None], "later": "busy", "stored": ["Hi", "Hey"], "title": "Hi"}, outcome
+
+
 def test_a_lakebase_login_refreshes_its_token_mid_conversation(app, postgres, tmp_path):
     """The app's role logs in with workspace tokens only: each new one is its password (fake_workspace.py)."""
     postgres.psql("CREATE ROLE app_principal LOGIN")

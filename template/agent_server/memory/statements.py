@@ -10,6 +10,7 @@ parameter may be named as a column is).
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from agent_server.memory.schema import conversations, items
 
@@ -17,6 +18,16 @@ from agent_server.memory.schema import conversations, items
 def named(owner: str, conversation_id: str) -> dict[str, str]:
     """The parameters that name a conversation."""
     return {"of_owner": owner, "of_id": conversation_id}
+
+
+def conversation_is(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:
+    """For a statement built per call (the rarer ones): this conversation's row."""
+    return sa.and_(conversations.c.owner == owner, conversations.c.id == conversation_id)
+
+
+def items_of(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:
+    """For a statement built per call: this conversation's items."""
+    return sa.and_(items.c.owner == owner, items.c.conversation_id == conversation_id)
 
 
 _THIS = sa.and_(conversations.c.owner == sa.bindparam("of_owner"), conversations.c.id == sa.bindparam("of_id"))
@@ -42,16 +53,72 @@ ITEMS = (
 )
 # The turn holding `held` gives it back, at `now`, and learns where its items start and how many the conversation
 # holds already, in the same round trip (RETURNING: PostgreSQL, and SQLite since 3.35); no row: it lost the lease.
+FINISH_RETURNS = (
+    sa.select(sa.func.coalesce(sa.func.max(items.c.seq) + 1, 0)).where(_ITS_ITEMS).scalar_subquery(),
+    sa.select(sa.func.count()).where(_ITS_ITEMS).scalar_subquery(),
+)
 FINISH = (
     conversations.update()
     .where(_THIS, conversations.c.lease == sa.bindparam("held"))
     .values(lease=None, lease_until=None, updated_at=sa.bindparam("now"))
-    .returning(
-        sa.select(sa.func.coalesce(sa.func.max(items.c.seq) + 1, 0)).where(_ITS_ITEMS).scalar_subquery(),
-        sa.select(sa.func.count()).where(_ITS_ITEMS).scalar_subquery(),
-    )
+    .returning(*FINISH_RETURNS)
 )
 DELETE_ITEMS = items.delete().where(_ITS_ITEMS)
 RETITLE = conversations.update().where(_THIS).values(title=sa.bindparam("new_title"))
 SEQS = sa.select(items.c.seq, items.c.starts_turn).where(_ITS_ITEMS).order_by(items.c.seq)
 DROP_BEFORE = items.delete().where(_ITS_ITEMS, items.c.seq < sa.bindparam("cut"))
+LEASE_STATE = sa.select(conversations.c.lease, conversations.c.updated_at).where(_THIS)
+
+# PostgreSQL runs a turn's start and its usual finish as one statement each (turn_transactions.py), with the
+# statements above as parts of it (a data-modifying WITH). Its start: TAKE, and the conversation's items read with it.
+# No row: not taken; a row of NULLs: taken, and no item stored yet.
+_TAKEN = TAKE.returning(conversations.c.owner, conversations.c.id).cte("taken")
+TAKE_AND_READ = (
+    sa.select(items.c.item, items.c.item_id, items.c.format, items.c.trace_id)
+    .select_from(
+        _TAKEN.outerjoin(items, sa.and_(items.c.owner == _TAKEN.c.owner, items.c.conversation_id == _TAKEN.c.id))
+    )
+    .order_by(items.c.seq)
+)
+# Its finish: FINISH and RETITLE (`new_title` NULL: kept), and the turn's items written after the stored ones from
+# one array parameter per column (ADDED: the column, and its parameter), numbered from 0 in `added_seq`. The items
+# are written only if the lease was still held; the row returned says so, with how many items there were before.
+ADDED = {
+    "seq": "added_seq", "starts_turn": "added_starts_turn", "format": "added_format", "item": "added_item",
+    "item_id": "added_item_id", "trace_id": "added_trace_id",
+}  # fmt: skip
+_KEPT = (
+    conversations.update()
+    .where(_THIS, conversations.c.lease == sa.bindparam("held"))
+    .values(
+        lease=None,
+        lease_until=None,
+        updated_at=sa.bindparam("now"),
+        title=sa.func.coalesce(sa.bindparam("new_title", type_=sa.String), conversations.c.title),
+    )  # fmt: skip
+    .returning(
+        conversations.c.owner,
+        conversations.c.id,
+        FINISH_RETURNS[0].label("next_seq"),
+        FINISH_RETURNS[1].label("held_items"),
+    )
+    .cte("kept")
+)
+_NEW = (
+    sa.func.unnest(
+        *(sa.bindparam(parameter, type_=postgresql.ARRAY(items.c[column].type)) for column, parameter in ADDED.items())
+    )
+    .table_valued(*ADDED)
+    .render_derived()
+)
+_WRITTEN = (
+    items.insert()
+    .from_select(
+        ["owner", "conversation_id", *ADDED],
+        sa.select(
+            _KEPT.c.owner, _KEPT.c.id, _KEPT.c.next_seq + _NEW.c.seq, *(_NEW.c[name] for name in list(ADDED)[1:])
+        ).select_from(_KEPT.join(_NEW, sa.true())),
+    )
+    .cte("written")
+)
+FINISH_AND_ADD = sa.select(_KEPT.c.next_seq, _KEPT.c.held_items).add_cte(_WRITTEN)

@@ -7,7 +7,7 @@ Two requests in one conversation never interleave: a turn first takes the conver
 (a conditional UPDATE, which holds across app instances on one database), and the second gets
 Busy (409) until the first finishes, or its lease runs out (leases.py: its holder stopped renewing
 it, or the turn ran past MEMORY_TURN_LEASE_SECONDS). The turn's items are written in one transaction when it finishes,
-so a conversation is never half-written.
+so a conversation is never half-written. A turn's transactions are in turn_transactions.py.
 """
 
 from __future__ import annotations
@@ -15,47 +15,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent_server.memory import engines, statements
-from agent_server.memory.schema import ITEM_FORMAT, SchemaTooNew, conversations, items, migrate
+from agent_server.memory import engines, statements, turn_transactions
+from agent_server.memory.records import Busy, Conversation, StoredItem, Unavailable
+from agent_server.memory.schema import SchemaTooNew, conversations, items, migrate
 
 T = TypeVar("T")
-
-
-class Unavailable(RuntimeError):
-    """The database could not be reached or failed: a 503, and nothing of the turn is stored."""
-
-
-class Busy(RuntimeError):
-    """Another turn of this conversation is running (a 409); or, `deleted`, it was deleted while a turn ran."""
-
-    def __init__(self, conversation_id: str, deleted: bool = False) -> None:
-        super().__init__(conversation_id)
-        self.deleted = deleted
-
-
-@dataclass(frozen=True)
-class StoredItem:
-    item: dict[str, Any]
-    item_id: str | None
-    format: int = ITEM_FORMAT
-    trace_id: str | None = None  # an answer's: the trace of the turn that made it
-
-
-@dataclass(frozen=True)
-class Conversation:
-    id: str
-    title: str
-    updated_at: float
+__all__ = ["Busy", "Conversation", "Store", "StoredItem", "Unavailable"]  # what the app imports from here
 
 
 class Store:
@@ -93,7 +66,7 @@ class Store:
     async def start_turn(self, owner: str, conversation_id: str, lease: str, hold_seconds: float) -> list[StoredItem]:
         """Take the conversation's lease for `hold_seconds` (creating it if new) and return its items; Busy if
         another turn holds it."""
-        start = functools.partial(_start_turn, owner, conversation_id, lease, hold_seconds)
+        start = functools.partial(turn_transactions.start_turn, owner, conversation_id, lease, hold_seconds)
         try:
             return await self._run(start, write=True, each_statement_alone=True)
         except asyncio.CancelledError:
@@ -108,13 +81,24 @@ class Store:
         max_items: int,
     ) -> None:  # fmt: skip
         """Store the turn's items (after the stored ones, or instead of them) and give the lease back, at once."""
-        finish = functools.partial(_finish_turn, owner, conversation_id, lease, turn, replaces, title, max_items)
-        await self._run(finish, write=True)
+        if self.sqlite or replaces:
+            finish = functools.partial(
+                turn_transactions.finish_turn, owner, conversation_id, lease, turn, replaces, title, max_items
+            )
+            await self._run(finish, write=True)
+            return
+        # One statement, one round trip (turn_transactions.py); the same `now` if it runs again.
+        in_one = functools.partial(
+            turn_transactions.finish_turn_in_one_statement, owner, conversation_id, lease, turn, title, time.time()
+        )
+        held = await self._run(in_one, write=True, each_statement_alone=True)
+        if held is not None and 0 < max_items < held:  # under the limit (most turns), nothing more to do
+            await self._run(functools.partial(turn_transactions.keep_newest, owner, conversation_id, max_items), True)
 
     async def release(self, owner: str, conversation_id: str, lease: str) -> None:
         """Give the lease back, storing nothing (a turn that failed or was stopped); a conversation with
         nothing stored (its first turn failed) is not kept."""
-        await self._run(functools.partial(_release, owner, conversation_id, lease), write=True)
+        await self._run(functools.partial(turn_transactions.release, owner, conversation_id, lease), write=True)
 
     async def conversations(self, owner: str, limit: int = 100) -> list[Conversation]:
         return await self._run(functools.partial(_conversations, owner, limit))
@@ -139,7 +123,7 @@ class Store:
     ) -> T:
         """`transaction` in one database transaction; a failed database is Unavailable. `each_statement_alone`: on
         PostgreSQL, each of its statements commits by itself, which saves the round trips of BEGIN and COMMIT
-        (for a transaction whose statements each stand alone, and may run again: _start_turn)."""
+        (for a transaction whose statements each stand alone, and may run again: turn_transactions.py)."""
         try:
             async with self._one_writer if write else contextlib.nullcontext():
                 if not self.sqlite:
@@ -183,70 +167,6 @@ class Store:
             return transaction(connection)
 
 
-def _start_turn(
-    owner: str, conversation_id: str, lease: str, hold_seconds: float, connection: sa.Connection
-) -> list[StoredItem]:
-    """Each statement stands alone (on PostgreSQL each commits by itself: Store._run), and the whole may run again
-    after a dropped connection: taking the lease is one statement, and taking it again with the same `lease` is
-    allowed (statements.TAKE); what is read after it is the conversation as that lease holds it."""
-    now = time.time()
-    this = statements.named(owner, conversation_id)
-    taken = connection.execute(statements.TAKE, {**this, "now": now, "new_lease": lease, "until": now + hold_seconds})
-    if taken.rowcount == 0:
-        if connection.scalar(statements.EXISTS, this) is not None:
-            raise Busy(conversation_id)
-        try:
-            connection.execute(
-                conversations.insert().values(
-                    owner=owner, id=conversation_id, title="", created_at=now, updated_at=now,
-                    lease=lease, lease_until=now + hold_seconds,
-                )
-            )  # fmt: skip
-        except sa.exc.IntegrityError:  # another instance created it a moment ago, and holds it
-            raise Busy(conversation_id) from None
-    return _items(connection, owner, conversation_id)
-
-
-def _finish_turn(
-    owner: str, conversation_id: str, lease: str, turn: list[StoredItem], replaces: bool, title: str | None,
-    max_items: int, connection: sa.Connection,
-) -> None:  # fmt: skip
-    this = statements.named(owner, conversation_id)
-    kept = connection.execute(statements.FINISH, {**this, "held": lease, "now": time.time()}).first()
-    if kept is None:  # the lease ran out and another turn took the conversation, or it was deleted
-        raise Busy(conversation_id, deleted=connection.scalar(statements.EXISTS, this) is None)
-    first, stored = kept  # where the turn's items start, and how many the conversation holds
-    if replaces:
-        connection.execute(statements.DELETE_ITEMS, this)
-        first, stored = 0, 0
-    if turn:
-        connection.execute(
-            items.insert(),
-            [
-                {
-                    "owner": owner, "conversation_id": conversation_id, "seq": first + n,
-                    "starts_turn": stored.item.get("role") == "user", "format": stored.format,
-                    "item": json.dumps(stored.item), "item_id": stored.item_id, "trace_id": stored.trace_id,
-                }
-                for n, stored in enumerate(turn)
-            ],
-        )  # fmt: skip
-    if title is not None:
-        connection.execute(statements.RETITLE, {**this, "new_title": title})
-    if 0 < max_items < stored + len(turn):  # under the limit (most turns), no need to read the conversation's seqs
-        _keep_newest(connection, owner, conversation_id, max_items)
-
-
-def _release(owner: str, conversation_id: str, lease: str, connection: sa.Connection) -> None:
-    this = _conversation(owner, conversation_id)
-    connection.execute(
-        conversations.update().where(this, conversations.c.lease == lease).values(lease=None, lease_until=None)
-    )
-    first_item = sa.select(items.c.seq).where(_items_of(owner, conversation_id)).limit(1)
-    if connection.scalar(first_item) is None:
-        connection.execute(conversations.delete().where(this, conversations.c.lease.is_(None)))
-
-
 def _conversations(owner: str, limit: int, connection: sa.Connection) -> list[Conversation]:
     query = (
         sa.select(conversations.c.id, conversations.c.title, conversations.c.updated_at)
@@ -258,13 +178,13 @@ def _conversations(owner: str, limit: int, connection: sa.Connection) -> list[Co
 
 
 def _items_if_any(owner: str, conversation_id: str, connection: sa.Connection) -> list[StoredItem] | None:
-    found = connection.scalar(sa.select(conversations.c.id).where(_conversation(owner, conversation_id)))
-    return None if found is None else _items(connection, owner, conversation_id)
+    found = connection.scalar(sa.select(conversations.c.id).where(statements.conversation_is(owner, conversation_id)))
+    return None if found is None else turn_transactions.read_items(connection, owner, conversation_id)
 
 
 def _delete(owner: str, conversation_id: str, connection: sa.Connection) -> bool:
-    connection.execute(items.delete().where(_items_of(owner, conversation_id)))
-    deleted = connection.execute(conversations.delete().where(_conversation(owner, conversation_id)))
+    connection.execute(items.delete().where(statements.items_of(owner, conversation_id)))
+    deleted = connection.execute(conversations.delete().where(statements.conversation_is(owner, conversation_id)))
     return deleted.rowcount > 0
 
 
@@ -274,30 +194,6 @@ def _delete_older_than(cutoff: float, connection: sa.Connection) -> int:
     for owner, conversation_id in gone:
         _delete(owner, conversation_id, connection)
     return len(gone)
-
-
-def _items(connection: sa.Connection, owner: str, conversation_id: str) -> list[StoredItem]:
-    rows = connection.execute(statements.ITEMS, statements.named(owner, conversation_id))
-    return [StoredItem(json.loads(item), item_id, format, trace_id) for item, item_id, format, trace_id in rows]
-
-
-def _conversation(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:
-    return sa.and_(conversations.c.owner == owner, conversations.c.id == conversation_id)
-
-
-def _items_of(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:
-    return sa.and_(items.c.owner == owner, items.c.conversation_id == conversation_id)
-
-
-def _keep_newest(connection: sa.Connection, owner: str, conversation_id: str, max_items: int) -> None:
-    """Over `max_items`, drop the oldest whole turns: cut only before a user message."""
-    this = statements.named(owner, conversation_id)
-    rows = list(connection.execute(statements.SEQS, this))
-    if len(rows) <= max_items:
-        return
-    cuts = [seq for position, (seq, starts) in enumerate(rows) if starts and len(rows) - position <= max_items]
-    cut = cuts[0] if cuts else rows[-1].seq  # one turn longer than the limit: keep from its last item
-    connection.execute(statements.DROP_BEFORE, {**this, "cut": cut})
 
 
 def _reason(error: BaseException) -> str:
