@@ -15,6 +15,7 @@ Only the standard library here: the fork server imports this module in each app 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -86,7 +87,9 @@ class ForkedApp:
 
     def send_signal(self, signum: int) -> None:
         if self.returncode is None:
-            os.kill(self.pid, signum)
+            # Ended, and reaped by the fork server, before its exit code reached us: gone, as Popen treats it.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
