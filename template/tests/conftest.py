@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +35,37 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     from agent_server.start_server import cpus_granted
 
     return cpus_granted() + 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "waits: waits seconds on processes it starts or on clocks (run first)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In a parallel run, start each test process's share of the tests with its part of those marked `waits`.
+
+    pytest-xdist's worksteal hands each process an equal share of the tests, in order, and a process left idle
+    takes the second half of the longest queue. The template's longest tests wait seconds on the processes they
+    start, and in collection order most came last (test_start_app.py, test_workers.py): a run ended with one
+    process waiting on them and the others idle. Spread over the shares' starts, they wait while others compute.
+    The same tests run either way; only their order changes."""
+    items[:] = ordered_for_workers(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+def ordered_for_workers(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    waiting = [item for item in items if item.get_closest_marker("waits")]
+    if workers < 2 or not waiting:
+        return items
+    others = [item for item in items if not item.get_closest_marker("waits")]
+    ordered: list[pytest.Item] = []
+    left, taken = len(items), 0
+    for share in range(workers):  # sized as worksteal sizes them: what is left, split among those left
+        size = left // (workers - share)
+        firsts = waiting[share::workers]
+        fill = max(0, size - len(firsts))
+        ordered += firsts + others[taken : taken + fill]
+        left, taken = left - size, taken + fill
+    return ordered + others[taken:]
 
 
 @pytest.fixture(autouse=True)

@@ -144,6 +144,7 @@ cases:
     assert simulated["turns"][-1]["error"] and not simulated["scores"]["turn_succeeded"]["passed"]
 
 
+@pytest.mark.waits
 def test_evaluate_against_a_running_app(tmp_path, capsys):
     env = app_env(LLM_PROVIDER="offline", HOME=str(tmp_path), MLFLOW_TRACKING_URI=f"file:{tmp_path / 'app-mlruns'}",
                   **TRACED)  # fmt: skip

@@ -239,6 +239,7 @@ def test_a_body_that_trickles_in_is_a_408_at_its_deadline(app_settings, api_mode
     assert time.monotonic() - started < 5, "the deadline held, though no wait for a chunk ran out"
 
 
+@pytest.mark.waits
 def test_headers_that_trickle_in_are_a_408_and_the_connection_closed(tmp_path):
     """start-app's server gives a request's head BODY_TIMEOUT_SECONDS (2 s here) from its start, however it trickles
     (agent_server/head_deadline.py): a byte every 0.25 s for 1.75 s, then the 408 at 2 s, where a clock reset by each

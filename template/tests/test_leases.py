@@ -27,6 +27,7 @@ def lease_of(database: str, conversation_id: str) -> str | None:
     return row[0] if row else None
 
 
+@pytest.mark.waits
 def test_a_turn_whose_process_was_killed_does_not_hold_its_conversation(tmp_path):
     """kill -9 while a turn waits on a slow tool; the app started again on the same file answers the next turn of
     that conversation at once (it frees its dead predecessor's lease), with the killed turn not stored."""
@@ -65,6 +66,7 @@ def _post_until_cut(url: str, body: dict) -> None:
         pass  # the server died under it, as intended
 
 
+@pytest.mark.waits
 def test_leases_are_renewed_while_their_turn_runs_and_free_soon_after_it_is_not(tmp_path):
     async def run() -> None:
         settings = config.Settings({"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": str(tmp_path / "c.db")})

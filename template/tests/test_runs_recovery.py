@@ -116,6 +116,7 @@ def run_status(database: str, run_id: str) -> tuple[str, str] | None:
         return connection.execute("SELECT status, started_calls FROM agent_runs WHERE id = ?", (run_id,)).fetchone()
 
 
+@pytest.mark.waits
 def test_a_run_longer_than_the_proxy_allows_completes_and_its_stream_resumes_exactly(app_with_tools):
     url = app_with_tools
     with CuttingProxy(port_of(url), 1.0) as proxy:
@@ -164,6 +165,7 @@ def assert_resumed(url: str, run_id: str, stop: str) -> None:
     TOOL_CALLS.clear()
 
 
+@pytest.mark.waits
 def test_a_run_whose_process_stopped_is_resumed_and_no_tool_runs_twice(tools):
     """kill -9 while the tool runs, then SIGTERM (with a grace period shorter than the tool) while it runs again:
     each time, the app started again on the same database resumes the run at once, the call that was running is
@@ -179,6 +181,7 @@ def test_a_run_whose_process_stopped_is_resumed_and_no_tool_runs_twice(tools):
         assert_resumed(url, terminated, "sigterm")
 
 
+@pytest.mark.waits
 def test_the_same_idempotency_key_at_once_and_after_runs_the_mcp_tool_once(app_with_tools):
     """Two identical keyed requests at once, and one after the first ended: one run, one call of the real MCP
     server's tool (tests/test_runs.py counts the model's calls too)."""

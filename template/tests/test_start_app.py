@@ -205,6 +205,7 @@ def test_a_bad_log_setting_is_a_one_line_error(name, value):
     assert result.stderr.strip().lower().startswith(f"start-app: {name}={value!r}".lower())
 
 
+@pytest.mark.waits
 def test_reload_serves_and_watches_the_app_code():
     started = StartedApp(app_env(LLM_PROVIDER="offline"))
     started.args.append("--reload")

@@ -35,6 +35,7 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime and stime
 
 
+@pytest.mark.waits
 def test_two_workers_answer_each_others_approvals_and_continue_each_others_conversations():
     """send_summary asks first; each approval is sent on a new connection, 8 at a time, so the two processes
     answer approvals that the other signed, in conversations the other stored. With a secret per process, about
