@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""`start-app` in processes forked from one that has imported the app's libraries once (support.StartedApp).
+"""`start-app`, or a test's function, in processes forked from one that has imported the app's libraries once.
 
 A process that starts the app spends about 2 s of CPU importing openai-agents, MLflow and FastAPI before it
 serves (`python -X importtime -c "import agent_server.app"`); the tests start a dozen, and on two cores that was
@@ -7,7 +7,8 @@ a good part of the suite's time. multiprocessing's fork server imports LIBRARIES
 forks each app from it: a process of its own, with its own pid, environment, folder and log, that runs
 start-app's main() as the console script does. agent_server itself is imported in each app process, after its
 environment is set, as at a real start. Tests about what a start imports, or about a setting a library reads as
-it is imported, run the console script itself (test_start_app.py, test_tracing.py).
+it is imported, run the console script itself (test_start_app.py, test_tracing.py). call() runs a function
+in such a process, for a test that changes what a process keeps for its life (test_tracing.py).
 
 Only the standard library here: the fork server imports this module in each app process it forks.
 """
@@ -21,26 +22,69 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 # What the app imports that takes time and reads no setting of the app's as it is imported. A library left out is
 # imported by each app process itself: slower, never wrong.
-LIBRARIES = ["agents", "mlflow.genai.agent_server", "fastapi", "uvicorn", "sqlalchemy"]
+LIBRARIES = ["agents", "mlflow.genai.agent_server", "fastapi", "uvicorn", "sqlalchemy.ext.asyncio"]
 
 _context: Any = None
 
 
-def start(args: list[str], env: dict[str, str], cwd: Path | None, log: Path, new_session: bool) -> ForkedApp:
-    """Run start-app's main() with `args` (args[0] is the console script) in a process forked from the fork
-    server (started at the first call), with exactly `env` as its environment and `log` as its output."""
+def _fork_server() -> Any:
+    """multiprocessing's fork server, with LIBRARIES imported (it starts at the first process asked of it)."""
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(LIBRARIES)
-    process = _context.Process(target=_run_start_app, args=(args, env, str(cwd or os.getcwd()), str(log), new_session))
+    return _context
+
+
+def start(args: list[str], env: dict[str, str], cwd: Path | None, log: Path, new_session: bool) -> ForkedApp:
+    """Run start-app's main() with `args` (args[0] is the console script) in a process forked from the fork
+    server, with exactly `env` as its environment and `log` as its output."""
+    target_args = (args, env, str(cwd or os.getcwd()), str(log), new_session)
+    process = _fork_server().Process(target=_run_start_app, args=target_args)
     process.start()
     return ForkedApp(process, args)
+
+
+def call(function: Callable[..., Any], *args: Any, env: dict[str, str], timeout: float = 120) -> Any:
+    """What `function(*args)` returns (or raises) in a process forked from the fork server, with exactly `env` as
+    its environment: a fresh process for each call, as `python -c` would be, without importing LIBRARIES again.
+    `function` must be importable by name, and its arguments and result picklable."""
+    context = _fork_server()
+    receiving, sending = context.Pipe(duplex=False)
+    process = context.Process(target=_call, args=(sending, env, function, args))
+    process.start()
+    sending.close()
+    try:
+        if not receiving.poll(timeout):
+            raise TimeoutError(f"{function.__qualname__} did not return within {timeout} s")
+        failed, value = receiving.recv()
+    except EOFError:
+        raise RuntimeError(f"{function.__qualname__}'s process ended without an answer") from None
+    finally:
+        receiving.close()
+        process.join(timeout)
+        if process.exitcode is None:
+            process.kill()
+    if failed:
+        raise value
+    return value
+
+
+def _call(sending: Any, env: dict[str, str], function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        answer = (False, function(*args))
+    except Exception as error:  # noqa: BLE001 (raised again in the caller)
+        answer = (True, error)
+    sending.send(answer)
+    atexit._run_exitfuncs()  # those of the modules unpickling `function` imported here, as in _run_start_app
 
 
 def _run_start_app(args: list[str], env: dict[str, str], cwd: str, log: str, new_session: bool) -> None:

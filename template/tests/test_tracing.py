@@ -5,10 +5,12 @@ that cannot be reached never fails a request."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
 
+import app_fork_server
 import httpx
 import mlflow
 import pytest
@@ -56,6 +58,7 @@ def test_pricing_a_traced_model_call_downloads_no_catalog(monkeypatch):
     providers._load_provider("openai")  # what a traced call's price lookup does: no fetch
 
 
+@pytest.mark.waits
 def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
     """Export is asynchronous and bounded: requests answer, and the app still stops when asked."""
     # Bound but never listening: connections are refused, and no server another test starts can take the port.
@@ -88,6 +91,7 @@ BITBUCKET_BUILD_NUMBER CODEBUILD_BUILD_ARN BUILDKITE TEAMCITY_VERSION CLOUD_RUN_
 RUNBOT_HOST_URL RUNBOT_BUILD_NAME RUNBOT_WORKER_ID""".split()
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize(("setting", "expected"), [(None, "true off"), ("false", "false")])
 def test_mlflow_sends_no_usage_telemetry_unless_the_owner_turns_it_on(tmp_path, setting, expected):
     """`import mlflow` starts a telemetry client that fetches its settings from the internet and reports each
@@ -170,28 +174,27 @@ def test_an_untraced_request_with_memory_on_logs_no_warning_and_feedback_says_wh
     assert "No active trace" not in started.output, started.output
 
 
-# Each ratio in turn, in one process: configure() decides again from the environment each time it is called.
-SDK_TRACING_STATES = """
-import json, os, sys
-from agents.tracing import get_trace_provider
-from agents.tracing.traces import NoOpTrace
-from agent_server import tracing
-states = {}
-for ratio in json.loads(sys.argv[1]):
-    os.environ.pop("MLFLOW_TRACE_SAMPLING_RATIO", None)
-    if ratio is not None:
-        os.environ["MLFLOW_TRACE_SAMPLING_RATIO"] = ratio
-    tracing.configure()
-    states[str(ratio)] = "off" if isinstance(get_trace_provider().create_trace("probe"), NoOpTrace) else "on"
-print(json.dumps(states))
-"""
+def sdk_tracing_states(ratios: list[str | None]) -> dict[str, str]:
+    """Each ratio in turn, in one process: configure() decides again from the environment each time it is called.
+    Run in a process of its own (app_fork_server.call): configure() sets the SDK's trace provider for the process."""
+    from agents.tracing import get_trace_provider
+    from agents.tracing.traces import NoOpTrace
+
+    from agent_server import tracing
+
+    states = {}
+    for ratio in ratios:
+        os.environ.pop("MLFLOW_TRACE_SAMPLING_RATIO", None)
+        if ratio is not None:
+            os.environ["MLFLOW_TRACE_SAMPLING_RATIO"] = ratio
+        tracing.configure()
+        states[str(ratio)] = "off" if isinstance(get_trace_provider().create_trace("probe"), NoOpTrace) else "on"
+    return states
 
 
 def test_the_sdks_own_tracing_is_off_when_mlflow_samples_nothing(tmp_path):
     """With nothing sampled, the SDK building each run's spans would be work for nothing (about 7% of a request)."""
     expected = {"0": "off", "0.5": "on", "0.0": "off", "None": "on"}  # on again after off: each call decides
     env = app_env(MLFLOW_TRACKING_URI=f"file:{tmp_path / 'mlruns'}")
-    ratios = json.dumps([None if ratio == "None" else ratio for ratio in expected])
-    result = subprocess.run([sys.executable, "-c", SDK_TRACING_STATES, ratios], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+    ratios = [None if ratio == "None" else ratio for ratio in expected]
+    assert app_fork_server.call(sdk_tracing_states, ratios, env=env) == expected
