@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,16 +84,45 @@ def app_settings(monkeypatch: pytest.MonkeyPatch) -> AppSettings:
 
 @pytest.fixture(scope="session", autouse=True)
 def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The tests' MLflow traces go to a temporary local store, not the project's ./mlruns."""
+    """The tests' MLflow traces go to a temporary local store, not the project's ./mlruns. The app the tests call
+    in this process traces nothing unless a test asks for it (`traced`): tracing is a good part of a request's
+    CPU, and most tests are about other things."""
     with pytest.MonkeyPatch.context() as patch:
         # A folder that does not exist yet: MLflow creates it with its default experiment.
         uri = f"file:{tmp_path_factory.mktemp('traces') / 'mlruns'}"
         patch.setenv("MLFLOW_TRACKING_URI", uri)
         patch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-        # Written as each request ends: every test still traces, and no test waits at shutdown
-        # for a background queue to drain (about 2 s per app start otherwise).
+        # Written as each request ends: no test waits at shutdown for a background queue to drain (about 2 s
+        # per app start otherwise).
         patch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+        set_up_tracing(patch, ratio="0")
         yield uri
+
+
+@pytest.fixture
+def traced(trace_store: str) -> Iterator[str]:
+    """The app in this process traces every request of this test, as it does by default when served."""
+    with pytest.MonkeyPatch.context() as patch:
+        set_up_tracing(patch, ratio="1")
+        yield trace_store
+    set_up_tracing(None, ratio="0")
+
+
+def set_up_tracing(patch: pytest.MonkeyPatch | None, ratio: str) -> None:
+    """MLFLOW_TRACE_SAMPLING_RATIO set, and the tracing of the app in this process set up again if it is imported
+    (agent_server/app.py sets it up as it is imported; MLflow reads the ratio as it sets its tracer up)."""
+    if patch is not None:
+        patch.setenv("MLFLOW_TRACE_SAMPLING_RATIO", ratio)
+    else:
+        os.environ["MLFLOW_TRACE_SAMPLING_RATIO"] = ratio
+    config.reload()
+    if "agent_server.app" in sys.modules:
+        import mlflow
+
+        from agent_server import tracing
+
+        mlflow.tracing.reset()
+        tracing.configure()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -110,6 +110,7 @@ def test_a_body_that_is_not_json_is_a_400(client):
     assert response.status_code == 400 and "must be JSON" in response.json()["error"]["message"]
 
 
+@pytest.mark.usefixtures("traced")
 def test_a_branch_keeps_the_traces_of_the_answers_it_keeps(client):
     """After a regenerate, the answers before it keep their traces (the chat page shows their thumbs again)."""
     chat = Conversation(client, stream=False)

@@ -57,6 +57,7 @@ def user_feedback(trace_id: str) -> list[mlflow.entities.Assessment]:
     return [a for a in trace.info.assessments if a.name == "user_feedback" and a.valid is not False]
 
 
+@pytest.mark.usefixtures("traced")
 @pytest.mark.parametrize("stream", [False, True])
 def test_feedback_on_an_answer_is_a_user_feedback_assessment_on_its_trace(either_client, stream):
     trace_id = answer_trace_id(either_client, stream)
@@ -68,6 +69,7 @@ def test_feedback_on_an_answer_is_a_user_feedback_assessment_on_its_trace(either
     assert (feedback.source.source_type, feedback.source.source_id) == ("HUMAN", ADA)
 
 
+@pytest.mark.usefixtures("traced")
 def test_feedback_is_one_per_user_and_a_second_replaces_the_first(client):
     trace_id = answer_trace_id(client, stream=False)
     assert client.post("/feedback", json={"trace_id": trace_id, "value": False}).status_code == 200
@@ -77,6 +79,7 @@ def test_feedback_is_one_per_user_and_a_second_replaces_the_first(client):
     assert (feedback.value, feedback.rationale, feedback.source.source_id) == (True, "Better on reflection.", ADA)
 
 
+@pytest.mark.usefixtures("traced")
 def test_another_identity_gets_a_404_for_a_trace_not_theirs(either_client):
     client = either_client
     trace_id = answer_trace_id(client, stream=False)
@@ -112,6 +115,7 @@ def test_feedback_without_an_identity_is_a_401(client):
     assert response.status_code == 401, response.text
 
 
+@pytest.mark.usefixtures("traced")
 def test_a_conversation_read_back_names_each_answers_trace_and_the_callers_feedback_on_it(client):
     """What the chat page reads after a reload: the trace beside each stored answer (GET /conversations/{id}), then
     the caller's own thumbs on those traces (GET /feedback), and nobody else's."""
@@ -143,6 +147,7 @@ def test_reading_feedback_with_bad_trace_ids_is_a_400(client, query, names):
     assert response.status_code == 400 and names in response.json()["error"]["message"], response.text
 
 
+@pytest.mark.usefixtures("traced")
 def test_a_thumbs_down_conversation_becomes_a_case_of_the_evaluation_set(client, tmp_path):
     """`uv run evaluate --from-feedback`: the conversation up to the disliked answer, as a case cases.load reads."""
     from agent_server.evaluation import cases, from_feedback

@@ -81,6 +81,7 @@ def test_a_multi_turn_chat_with_mcp_tool_turns(mcp_client, stream, replay):
     assert "I saw 4 user, 3 assistant and 2 tool turns" in reply_text(chat.send("Thanks", replay))
 
 
+@pytest.mark.usefixtures("traced")
 def test_an_mcp_tool_call_is_a_span_that_names_its_server(mcp_client):
     Chat(mcp_client, stream=False).send("Use lookup_weather")
     mlflow.flush_trace_async_logging()
@@ -90,6 +91,7 @@ def test_an_mcp_tool_call_is_a_span_that_names_its_server(mcp_client):
     assert call.end_time_ns > call.start_time_ns
 
 
+@pytest.mark.usefixtures("traced")
 @pytest.mark.parametrize("mcp_env", ["with_a_server_down"], indirect=True)
 def test_a_server_that_is_down_is_left_out_and_the_others_work(mcp_client, caplog):
     chat = Chat(mcp_client, stream=False)

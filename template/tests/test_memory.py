@@ -75,6 +75,7 @@ def test_each_turn_reaches_the_model_once_whichever_way_the_client_sends_it(clie
     ]  # fmt: skip
 
 
+@pytest.mark.usefixtures("traced")
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 def test_a_client_that_keeps_its_own_history_and_names_no_conversation_stores_nothing(client, stream):
     """A stateless API client sends its whole history every turn, naming no conversation: stored, each turn would
@@ -275,6 +276,7 @@ def test_a_bad_conversation_id_is_a_400_that_names_it(client):
     assert client.post("/invocations", json=both).status_code == 400
 
 
+@pytest.mark.usefixtures("traced")
 def test_the_trace_names_its_conversation(client):
     import mlflow
 
@@ -372,6 +374,7 @@ def test_a_turn_cancelled_while_it_takes_its_lease_gives_the_lease_back(backend)
     assert asyncio.run(cancel_then_start_again()) == []
 
 
+@pytest.mark.usefixtures("traced")
 def test_a_database_of_schema_2_gets_each_answers_trace_column_and_its_conversations_go_on(
     backend, api_mode, model_log
 ):

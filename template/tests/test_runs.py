@@ -73,6 +73,7 @@ def ended(client: TestClient, run_id: str) -> dict[str, Any]:
                  and r, "the run to end")  # fmt: skip
 
 
+@pytest.mark.usefixtures("traced")
 def test_background_answers_at_once_and_the_run_gives_the_synchronous_output(client, slow, model_log):
     started = time.monotonic()
     answer = client.post("/responses", json={"input": [{"role": "user", "content": "Please hold"}], "background": True})
@@ -288,6 +289,7 @@ def test_a_dead_processs_run_resumes_from_its_stored_steps_without_running_them_
     assert leases.HOLDER  # the claim names this process
 
 
+@pytest.mark.usefixtures("traced")
 def test_a_run_is_one_trace_however_often_its_stream_is_read(client, slow):
     import mlflow
 

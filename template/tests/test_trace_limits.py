@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import mlflow
+import pytest
 
 from agent_server.config import TraceLimits
 from agent_server.tracing import preview, prune
@@ -64,6 +65,7 @@ def test_the_store_is_private(app_client):
     assert stat.S_IMODE(store.stat().st_mode) == 0o700
 
 
+@pytest.mark.usefixtures("traced")
 def test_a_huge_request_is_traced_as_a_preview(app_client):
     huge = "y" * 200_000
     response = app_client.post("/invocations", json={"input": [{"role": "user", "content": huge}]})

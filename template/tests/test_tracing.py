@@ -35,6 +35,7 @@ def test_what_the_environment_sets_wins():
     assert tracing_environment({"MLFLOW_TRACKING_URI": "http://127.0.0.1:5000"}).get("MLFLOW_ALLOW_FILE_STORE") is None
 
 
+@pytest.mark.usefixtures("traced")
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 def test_a_request_is_one_trace_with_the_agent_run_and_tool_call_inside(app_client, stream):
     Chat(app_client, stream).send("What time is it?")
@@ -120,6 +121,7 @@ class ImportRecorder:
         self.looked_up.append(name)
 
 
+@pytest.mark.usefixtures("traced")
 def test_a_traced_value_json_cannot_encode_costs_no_search_for_an_absent_package():
     """openai's `omit` (some 20 per model call) is encoded as before, without MLflow's encoder searching
     sys.path for llama_index each time (mlflow-skinny 3.17; about a tenth of a traced request's CPU)."""
@@ -138,6 +140,7 @@ def test_a_traced_value_json_cannot_encode_costs_no_search_for_an_absent_package
     assert [name for name in recorder.looked_up if name.startswith("llama_index")] == []
 
 
+@pytest.mark.usefixtures("traced")
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 def test_a_traced_request_searches_for_no_module(app_client, stream):
     """MLflow (mlflow-skinny 3.17) probes on every trace for what a served app does not have: a notebook, a
