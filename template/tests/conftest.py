@@ -101,20 +101,25 @@ def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def traced(trace_store: str) -> Iterator[str]:
-    """The app in this process traces every request of this test, as it does by default when served."""
+    """The app in this process traces every request of this test: MLFLOW_TRACE_SAMPLING_RATIO unset, as served."""
     with pytest.MonkeyPatch.context() as patch:
-        set_up_tracing(patch, ratio="1")
+        set_up_tracing(patch, ratio=None)
         yield trace_store
-    set_up_tracing(None, ratio="0")
+    set_up_tracing_again()  # with the session's ratio, which leaving the context put back
 
 
-def set_up_tracing(patch: pytest.MonkeyPatch | None, ratio: str) -> None:
-    """MLFLOW_TRACE_SAMPLING_RATIO set, and the tracing of the app in this process set up again if it is imported
-    (agent_server/app.py sets it up as it is imported; MLflow reads the ratio as it sets its tracer up)."""
-    if patch is not None:
-        patch.setenv("MLFLOW_TRACE_SAMPLING_RATIO", ratio)
+def set_up_tracing(patch: pytest.MonkeyPatch, ratio: str | None) -> None:
+    """MLFLOW_TRACE_SAMPLING_RATIO set to `ratio` (None: unset), and tracing set up again for it."""
+    if ratio is None:
+        patch.delenv("MLFLOW_TRACE_SAMPLING_RATIO", raising=False)
     else:
-        os.environ["MLFLOW_TRACE_SAMPLING_RATIO"] = ratio
+        patch.setenv("MLFLOW_TRACE_SAMPLING_RATIO", ratio)
+    set_up_tracing_again()
+
+
+def set_up_tracing_again() -> None:
+    """The tracing of the app in this process set up again from the environment, if the app is imported:
+    agent_server/app.py sets it up as it is imported, and MLflow reads the ratio as it sets its tracer up."""
     config.reload()
     if "agent_server.app" in sys.modules:
         import mlflow
