@@ -77,14 +77,19 @@ def call(function: Callable[..., Any], *args: Any, env: dict[str, str], timeout:
 
 
 def _call(sending: Any, env: dict[str, str], function: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    os.environ.clear()
-    os.environ.update(env)
+    _take_environment(env)
     try:
         answer = (False, function(*args))
     except Exception as error:  # noqa: BLE001 (raised again in the caller)
         answer = (True, error)
     sending.send(answer)
     atexit._run_exitfuncs()  # those of the modules unpickling `function` imported here, as in _run_start_app
+
+
+def _take_environment(env: dict[str, str]) -> None:
+    """In the forked process: exactly `env`, not the fork server's environment."""
+    os.environ.clear()
+    os.environ.update(env)
 
 
 def _run_start_app(args: list[str], env: dict[str, str], cwd: str, log: str, new_session: bool) -> None:
@@ -96,8 +101,7 @@ def _run_start_app(args: list[str], env: dict[str, str], cwd: str, log: str, new
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own stdin, open as long as it runs)
-    os.environ.clear()
-    os.environ.update(env)
+    _take_environment(env)
     os.chdir(cwd)
     sys.argv = list(args)
     from agent_server.start_server import main

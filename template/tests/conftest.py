@@ -95,7 +95,8 @@ def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # Written as each request ends: no test waits at shutdown for a background queue to drain (about 2 s
         # per app start otherwise).
         patch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
-        set_up_tracing(patch, ratio="0")
+        patch.setenv("MLFLOW_TRACE_SAMPLING_RATIO", "0")
+        set_up_tracing_again()
         yield uri
 
 
@@ -103,18 +104,10 @@ def trace_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def traced(trace_store: str) -> Iterator[str]:
     """The app in this process traces every request of this test: MLFLOW_TRACE_SAMPLING_RATIO unset, as served."""
     with pytest.MonkeyPatch.context() as patch:
-        set_up_tracing(patch, ratio=None)
+        patch.delenv("MLFLOW_TRACE_SAMPLING_RATIO", raising=False)
+        set_up_tracing_again()
         yield trace_store
     set_up_tracing_again()  # with the session's ratio, which leaving the context put back
-
-
-def set_up_tracing(patch: pytest.MonkeyPatch, ratio: str | None) -> None:
-    """MLFLOW_TRACE_SAMPLING_RATIO set to `ratio` (None: unset), and tracing set up again for it."""
-    if ratio is None:
-        patch.delenv("MLFLOW_TRACE_SAMPLING_RATIO", raising=False)
-    else:
-        patch.setenv("MLFLOW_TRACE_SAMPLING_RATIO", ratio)
-    set_up_tracing_again()
 
 
 def set_up_tracing_again() -> None:
