@@ -345,13 +345,23 @@ def test_a_tool_that_asks_first_is_approved_and_denied_from_the_page(served_app,
     expect(tools.nth(2).locator(".approval")).to_have_count(1)
 
     reopened = ChatPage(browser.new_page(), served_app)  # as after a reload
+    # Opening a conversation ends with listing the conversations again; the list's answer waits here, so the page
+    # is still busy opening when the user answers. The click waits for it and is not dropped.
+    listing: list[Route] = []
+    reopened.page.route(lambda url: url.endswith("/conversations"), lambda route: listing.append(route), times=1)
     reopened.conversations.nth(0).click()
     blocks = reopened.page.locator("details.tool")
     expect(blocks).to_have_count(3)
     expect(blocks.nth(0).locator(".approval")).to_have_count(0)  # answered: no buttons
     expect(blocks.nth(1).locator(".approval")).to_have_count(0)
-    blocks.nth(2).get_by_role("button", name="Approve send_summary").click()  # left unanswered: asks again
+    approve = blocks.nth(2).get_by_role("button", name="Approve send_summary")  # left unanswered: asks again
+    approve.click()
+    approve.click()  # a second click on an answer that waits sends nothing more
+    expect(reopened.send).to_be_disabled()
+    assert len(listing) == 1 and reopened.sent == [], "the page is still opening the conversation"
+    listing[0].continue_()
     expect(blocks.nth(2).locator(".tool-output")).to_contain_text("An example tool: nothing was sent to me.")
+    assert [[item["type"] for item in body["input"]] for body in reopened.sent] == [["mcp_approval_response"]]
     expect(reopened.page.locator(".error")).to_have_count(0)
     assert not chat.errors and not reopened.errors
 
