@@ -31,7 +31,7 @@ from agent_server.error_responses import OneErrorShape, UpstreamErrors
 from agent_server.feedback import router as feedback_router
 from agent_server.health import HealthCheck
 from agent_server.memory.api import router as conversations_router
-from agent_server.rate_limits import FairShares
+from agent_server.rate_limits import FairShares, share_the_loop
 from agent_server.request_guard import RequestGuard
 from agent_server.runs import BackgroundRuns, close_runs, open_runs
 from agent_server.runs.routes import router as runs_router
@@ -60,6 +60,7 @@ async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
     """MLflow's own start-up and shutdown, with conversation memory and the MCP servers' connections
     opened and closed inside it."""
     async with _serve(served_app) as state:
+        share_the_loop()
         await memory.open_memory()
         await mcp_connections.open_connections(mcp_servers.declared(agent))
         if memory.enabled():

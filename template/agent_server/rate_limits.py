@@ -7,6 +7,9 @@ middleware sits below the runs' one, so a run counts once however often it is re
 run answers counts nothing). The identity is conversation memory's (memory.owner_of): the user Databricks Apps
 forwards, or MEMORY_USER_HEADER's; a request whose identity cannot be read passes on, to the request guard's 4xx.
 
+With either limit set, an identity's turns also share the event loop fairly (fair_steps.py): while the turn of an
+identity with fewer turns running is busy, the steps of those with more wait.
+
 Kept per process, in memory: a check costs no I/O, and adds nothing to a turn's trips to the store. So with W
 worker processes (or instances) an identity may have up to W times the numbers: set them per process. Shared
 counts in the store would cost every turn a round trip or two to the database.
@@ -22,12 +25,13 @@ from dataclasses import dataclass
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from agent_server import config, memory
+from agent_server import config, fair_steps, memory
 from agent_server.asgi import HttpMiddleware
 from agent_server.errors import BadRequest, error_response
 from agent_server.request_guard import GUARDED_PATHS
 
-MAX_IDENTITIES = 10_000  # buckets kept at most: the least recently used go first (a full bucket is a new one)
+MAX_IDENTITIES = 10_000  # buckets and loads kept, each: the least recently used go first (a full bucket is a new one)
+LOAD_SECONDS = 1.0  # how far back an identity's load (its turns running, averaged) looks, about
 
 
 @dataclass
@@ -36,12 +40,20 @@ class Bucket:
     at: float
 
 
+@dataclass
+class Load:
+    average: float  # turns running, averaged over about LOAD_SECONDS, as of `at`
+    at: float
+
+
 class Shares:
-    """Each identity's token bucket (its turns a minute) and its turns running now, in this process."""
+    """Each identity's token bucket (its turns a minute), its turns running now, and their average (its load, which
+    fair_steps.py reads), in this process."""
 
     def __init__(self) -> None:
         self.buckets: OrderedDict[str, Bucket] = OrderedDict()
         self.running: dict[str, int] = {}
+        self.loads: OrderedDict[str, Load] = OrderedDict()
 
     def claim(self, owner: str, per_minute: int, at_once: int, now: float) -> tuple[str, int] | None:
         """Take a turn for `owner`; or (why not, seconds until it may try again)."""
@@ -58,11 +70,28 @@ class Shares:
                 wait = math.ceil((1 - bucket.tokens) * 60 / per_minute)
                 return f"at most {per_minute} turns a minute (RATE_LIMIT_TURNS_PER_MINUTE)", wait
             bucket.tokens -= 1
-        self.running[owner] = self.running.get(owner, 0) + 1
+        self._count(owner, +1, now)
         return None
 
-    def release(self, owner: str) -> None:
-        left = self.running.get(owner, 1) - 1
+    def release(self, owner: str, now: float | None = None) -> None:
+        self._count(owner, -1, time.monotonic() if now is None else now)
+
+    def load_of(self, owner: str, now: float | None = None) -> float:
+        load = self.loads.get(owner)
+        return 0.0 if load is None else self._averaged(owner, load, time.monotonic() if now is None else now)
+
+    def _averaged(self, owner: str, load: Load, now: float) -> float:
+        """The average moves toward the turns running now, exponentially."""
+        turns = self.running.get(owner, 0)
+        return turns + (load.average - turns) * math.exp(min(0.0, load.at - now) / LOAD_SECONDS)
+
+    def _count(self, owner: str, change: int, now: float) -> None:
+        load = self.loads.pop(owner, None) or Load(0.0, now)
+        load.average, load.at = self._averaged(owner, load, now), now
+        self.loads[owner] = load  # the most recently changed, last
+        while len(self.loads) > MAX_IDENTITIES:
+            self.loads.popitem(last=False)
+        left = self.running.get(owner, 0) + change
         if left > 0:
             self.running[owner] = left
         else:
@@ -70,6 +99,13 @@ class Shares:
 
 
 SHARES = Shares()
+
+
+def share_the_loop() -> None:
+    """With either limit set, the steps of heavier identities' turns wait (fair_steps.py). Once the loop runs."""
+    limits = config.settings().limits
+    if limits.turns_per_minute or limits.turns_at_once:
+        fair_steps.install(SHARES.load_of)
 
 
 class FairShares(HttpMiddleware):
@@ -95,6 +131,7 @@ class FairShares(HttpMiddleware):
             message = f"Too many turns: this app gives each user {why}. Try again in {wait} s."
             await error_response(429, message, headers={"Retry-After": str(wait)})(scope, receive, send)
             return
+        fair_steps.serve_as(owner)
         try:
             await self.app(scope, receive, send)
         finally:

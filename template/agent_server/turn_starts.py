@@ -21,6 +21,8 @@ import asyncio
 import contextvars
 import weakref
 
+from agent_server import fair_steps
+
 STARTING_AT_ONCE = 2
 MAX_START_SECONDS = 0.25
 
@@ -31,12 +33,17 @@ class Place:
     def __init__(self, gate: asyncio.Semaphore) -> None:
         self._gate: asyncio.Semaphore | None = gate
         self._timer = asyncio.get_running_loop().call_later(MAX_START_SECONDS, self.give_back)
+        self._turn = fair_steps.this_turn()
+        if self._turn is not None:
+            self._turn.starting = True  # its steps never wait while it holds a place (fair_steps.py)
 
     def give_back(self) -> None:
         if self._gate is not None:
             self._gate.release()
             self._gate = None
             self._timer.cancel()
+            if self._turn is not None:
+                self._turn.starting = False
 
 
 _gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()

@@ -4,6 +4,7 @@ over either, and no other identity's turn refused for it."""
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections.abc import Iterator
@@ -96,3 +97,18 @@ def test_a_bucket_refills_at_its_rate_and_keeps_a_bounded_number_of_identities(m
     for n in range(10):
         shares.claim(f"user-{n}", 2, 0, now=40.0)
     assert list(shares.buckets) == ["user-7", "user-8", "user-9"]
+    assert list(shares.loads) == ["user-7", "user-8", "user-9"]
+
+
+def test_an_identitys_load_is_its_turns_running_averaged_over_about_a_second():
+    shares = Shares()  # fair_steps.py lets the less loaded identities' steps go first
+    assert shares.load_of("ada", now=0.0) == 0.0
+    assert [shares.claim("ada", 0, 0, now=100.0) for _ in range(2)] == [None, None]
+    assert shares.load_of("ada", now=100.0) == 0.0, "two turns just started"
+    assert shares.load_of("ada", now=101.0) == pytest.approx(2 * (1 - math.exp(-1)))
+    assert shares.load_of("ada", now=120.0) == pytest.approx(2.0)
+    for _ in range(2):
+        shares.release("ada", now=120.0)
+    assert "ada" not in shares.running, "no turn runs"
+    assert shares.load_of("ada", now=121.0) == pytest.approx(2 * math.exp(-1), rel=1e-6), "what it ran still counts"
+    assert shares.load_of("bob", now=121.0) == 0.0
