@@ -6,8 +6,10 @@ The stub answers at once (every turn a burst of CPU on the one core: the worst c
 late (0.5: as a model takes time, a turn mostly waits). Identity B sends its turns one after another (a stateless
 client's whole history) and their latencies are timed: alone, then while identity A floods the app with 32 turns
 at once, sending each again as soon as it is answered (a 429 too: the worst client, one that ignores
-Retry-After). Both with no limits and with RATE_LIMIT_CONCURRENT_TURNS=2 and RATE_LIMIT_TURNS_PER_MINUTE=600.
-Target: with the limits, A's flood raises B's p99 by at most 20%. The stub and this client share core 1.
+Retry-After). Both with no limits and with RATE_LIMIT_CONCURRENT_TURNS=2 and RATE_LIMIT_TURNS_PER_MINUTE=600
+(which turn fair steps on, agent_server/fair_steps.py). Target: with the limits, A's flood raises B's p99 by at
+most 20%. The stub, B's client and A's flood share core 1; the flood runs in a process of its own at nice 19, as
+it stands for clients on other machines (in B's process, B's timings waited on the flood's client).
 Traffic goes to 127.0.0.1 only; every loop is bounded.
 """
 
@@ -150,8 +152,9 @@ async def main_async(args: argparse.Namespace) -> str:
             f"`{args.command}` on {datetime.date.today()}, {args.label}, load "
             f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} after: one worker pinned to a core, the stub model, "
             "tracing off; B sends its turns one after another, alone and while A floods with 32 at once, ignoring "
-            "Retry-After. Limits: RATE_LIMIT_CONCURRENT_TURNS=2, RATE_LIMIT_TURNS_PER_MINUTE=600. Target: with the "
-            "limits, B's p99 under the flood at most 1.2× alone.",
+            "Retry-After, from a process of its own at nice 19. Limits: RATE_LIMIT_CONCURRENT_TURNS=2, "
+            "RATE_LIMIT_TURNS_PER_MINUTE=600 (which turn fair steps on). Target: with the limits, B's p99 under the "
+            "flood at most 1.2× alone.",
             "",
             "| the model answers | limits | B's p99 alone | B's p99 under A's flood | ratio | ratio of medians "
             "| A's answers by status |",
