@@ -11,7 +11,7 @@ the lead has stepped in the last QUIET_SECONDS. So the lighter turn runs as if a
 the gaps: when the lighter one waits on I/O (a model that takes time: most of a turn), or has ended. No step
 waits longer than MAX_WAIT_SECONDS, so no turn starves. Steps that belong to no turn (a 429, the health check)
 and those of a turn holding a place among the turns starting (turn_starts.py: every new turn waits for those
-places) never wait.
+places) never wait; a heavier identity's turn waits before it takes one.
 
 How: the loop's task factory (`install`) wraps each task's coroutine in `Stepped`. A step that must wait yields
 a future to its task, as `await future` does, and the task runs that step once the future is done. Cancelling a

@@ -17,7 +17,7 @@ import uvloop
 from conftest import AppSettings
 from support import ServerThread, reply_text, sse_events
 
-from agent_server import fair_steps
+from agent_server import fair_steps, turn_starts
 from agent_server.rate_limits import SHARES
 
 LOADS = {"heavy": 2.0, "light": 0.0}  # turns running on average: light goes first
@@ -102,6 +102,26 @@ def test_steps_of_no_turn_and_of_a_starting_turn_never_wait(run):
     log = run(main())
     assert between_first_and_last(log, "light", "none") >= 15, log
     assert between_first_and_last(log, "light", "heavy") >= 15, log
+
+
+def test_a_heavier_turn_waits_before_it_takes_a_place_among_the_turns_starting(run):
+    async def start(log: list[str]) -> None:
+        fair_steps.serve_as("heavy")
+        place = await turn_starts.take_place()  # once it has a place, its steps never wait
+        log.append("heavy started")
+        place.give_back()
+
+    async def main() -> list[str]:
+        fair_steps.install(LOADS.__getitem__)
+        log: list[str] = []
+        light = turn_task("light", 20, log)
+        for _ in range(2):
+            await asyncio.sleep(0)  # the light turn has stepped: it leads
+        await asyncio.gather(asyncio.create_task(start(log)), light)
+        return log
+
+    log = run(main())
+    assert log == ["light"] * 20 + ["heavy started"]
 
 
 def test_a_waiting_step_runs_after_max_wait_seconds(run, monkeypatch):
