@@ -119,9 +119,13 @@ def run_status(database: str, run_id: str) -> tuple[str, str] | None:
 @pytest.mark.waits
 def test_a_run_longer_than_the_proxy_allows_completes_and_its_stream_resumes_exactly(app_with_tools):
     url = app_with_tools
-    with CuttingProxy(port_of(url), 1.0) as proxy:
+    # A turn first, so that the cut request below is not the app's first: a cold app under a loaded machine took
+    # more than 1 s to reach the tool, and the request was cut before its call.
+    assert httpx.post(f"{url}/invocations", json={"input": "Hello"}, timeout=30).status_code == 200
+    with CuttingProxy(port_of(url), 2.0) as long_cut:  # the tool takes 3 s: cut while it runs
         with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
-            httpx.post(f"{proxy}/invocations", json=SLOW, timeout=30)  # a synchronous request is cut
+            httpx.post(f"{long_cut}/invocations", json=SLOW, timeout=30)  # a synchronous request is cut
+    with CuttingProxy(port_of(url), 1.0) as proxy:
         started = time.monotonic()
         run = httpx.post(f"{proxy}/responses", json={**SLOW, "background": True}, timeout=30)
         assert run.status_code == 200 and time.monotonic() - started < 1, "answered at once, the tool still running"
