@@ -35,7 +35,7 @@ HEADING = "## Fair shares under a flood (benchmarks/fair_shares.py)"
 HERE = Path(__file__).resolve().parent
 BODY = {"input": HISTORY}
 DROPPED_HERE = (*DROPPED, "RATE_LIMIT_")
-LIMITS = {"RATE_LIMIT_CONCURRENT_TURNS": "2", "RATE_LIMIT_TURNS_PER_MINUTE": "600"}
+LIMITS = {"RATE_LIMIT_CONCURRENT_TURNS": "2", "RATE_LIMIT_TURNS_PER_MINUTE": "600"}  # --turns-per-minute
 
 
 async def b_latencies(url: str, count: int) -> list[float]:
@@ -153,8 +153,8 @@ async def main_async(args: argparse.Namespace) -> str:
             f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} after: one worker pinned to a core, the stub model, "
             "tracing off; B sends its turns one after another, alone and while A floods with 32 at once, ignoring "
             "Retry-After, from a process of its own at nice 19. Limits: RATE_LIMIT_CONCURRENT_TURNS=2, "
-            "RATE_LIMIT_TURNS_PER_MINUTE=600 (which turn fair steps on). Target: with the limits, B's p99 under the "
-            "flood at most 1.2× alone.",
+            f"RATE_LIMIT_TURNS_PER_MINUTE={LIMITS['RATE_LIMIT_TURNS_PER_MINUTE']} (which turn fair steps on). "
+            "Target: with the limits, B's p99 under the flood at most 1.2× alone.",
             "",
             "| the model answers | limits | B's p99 alone | B's p99 under A's flood | ratio | ratio of medians "
             "| A's answers by status |",
@@ -171,6 +171,9 @@ def main() -> None:
     parser.add_argument("--label", default="HEAD")
     parser.add_argument("--requests", type=int, default=60, help="B's turns in each half of a cell")
     parser.add_argument("--model-delay", type=float, default=0.5, help="seconds the stub takes to answer a call")
+    parser.add_argument(
+        "--turns-per-minute", type=int, default=600, help="RATE_LIMIT_TURNS_PER_MINUTE: B's own turns must fit in it"
+    )
     parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
     parser.add_argument("--command", default="scripts/benchmark fair-shares")
     parser.add_argument("--flood", metavar="URL", help=argparse.SUPPRESS)  # A's flood, run by the benchmark
@@ -180,6 +183,7 @@ def main() -> None:
         return
     if not args.app:
         parser.error("--app is required")
+    LIMITS["RATE_LIMIT_TURNS_PER_MINUTE"] = str(args.turns_per_minute)
     if len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"):
         raise SystemExit("fair_shares: needs two cores and taskset (util-linux)")
     publish(asyncio.run(main_async(args)), args.write, HEADING)
