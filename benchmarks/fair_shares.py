@@ -35,7 +35,7 @@ HEADING = "## Fair shares under a flood (benchmarks/fair_shares.py)"
 HERE = Path(__file__).resolve().parent
 BODY = {"input": HISTORY}
 DROPPED_HERE = (*DROPPED, "RATE_LIMIT_")
-LIMITS = {"RATE_LIMIT_CONCURRENT_TURNS": "2", "RATE_LIMIT_TURNS_PER_MINUTE": "600"}  # --turns-per-minute
+CONCURRENT_TURNS = 2
 
 
 async def b_latencies(url: str, count: int) -> list[float]:
@@ -80,14 +80,14 @@ def flood_ended(process: subprocess.Popen[str]) -> dict[int, int]:
     return {int(status): n for status, n in json.loads(answered).items()}
 
 
-async def cell(app: Path, stub_url: str, folder: Path, limited: bool, count: int) -> dict:
+async def cell(app: Path, stub_url: str, folder: Path, limits: dict[str, str], count: int) -> dict:
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith(DROPPED_HERE)}
     env.update(
         LLM_PROVIDER="openai", OPENAI_BASE_URL=stub_url, OPENAI_API_KEY="stub", LLM_MODEL="stub",
         LLM_API="chat_completions", MEMORY_BACKEND="sqlite", MEMORY_DATABASE_URL=str(folder / f"c-{port}.db"),
         MEMORY_USER_HEADER="x-user", MLFLOW_TRACE_SAMPLING_RATIO="0", MLFLOW_TRACKING_URI=f"file:{folder}/mlruns",
-        NO_PROXY="127.0.0.1", **(LIMITS if limited else {}),
+        NO_PROXY="127.0.0.1", **limits,
     )  # fmt: skip
     command = [str(app / ".venv" / "bin" / "start-app"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     with (folder / f"app-{port}.log").open("wb") as log:
@@ -116,6 +116,13 @@ async def cell(app: Path, stub_url: str, folder: Path, limited: bool, count: int
     return {"alone": p99(alone), "flooded": p99(flooded), "median": p50(flooded) / p50(alone), "statuses": statuses}
 
 
+def limits_of(args: argparse.Namespace) -> dict[str, str]:
+    return {
+        "RATE_LIMIT_CONCURRENT_TURNS": str(CONCURRENT_TURNS),
+        "RATE_LIMIT_TURNS_PER_MINUTE": str(args.turns_per_minute),
+    }
+
+
 async def main_async(args: argparse.Namespace) -> str:
     os.sched_setaffinity(0, {CLIENT_CORE})
     work = Path(tempfile.mkdtemp(prefix="fair-bench-"))
@@ -132,7 +139,8 @@ async def main_async(args: argparse.Namespace) -> str:
                 await asyncio.sleep(1)
                 for limited in (False, True):
                     stub_url = f"http://127.0.0.1:{stub_port}/v1"
-                    measured = await cell(Path(args.app), stub_url, work, limited, requests)
+                    limits = limits_of(args) if limited else {}
+                    measured = await cell(Path(args.app), stub_url, work, limits, requests)
                     a = ", ".join(f"{status}: {n}" for status, n in sorted(measured["statuses"].items()))
                     alone, flooded = measured["alone"], measured["flooded"]
                     rows.append(
@@ -153,7 +161,7 @@ async def main_async(args: argparse.Namespace) -> str:
             f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} after: one worker pinned to a core, the stub model, "
             "tracing off; B sends its turns one after another, alone and while A floods with 32 at once, ignoring "
             "Retry-After, from a process of its own at nice 19. Limits: RATE_LIMIT_CONCURRENT_TURNS=2, "
-            f"RATE_LIMIT_TURNS_PER_MINUTE={LIMITS['RATE_LIMIT_TURNS_PER_MINUTE']} (which turn fair steps on). "
+            f"RATE_LIMIT_TURNS_PER_MINUTE={args.turns_per_minute} (which turn fair steps on). "
             "Target: with the limits, B's p99 under the flood at most 1.2× alone.",
             "",
             "| the model answers | limits | B's p99 alone | B's p99 under A's flood | ratio | ratio of medians "
@@ -183,7 +191,6 @@ def main() -> None:
         return
     if not args.app:
         parser.error("--app is required")
-    LIMITS["RATE_LIMIT_TURNS_PER_MINUTE"] = str(args.turns_per_minute)
     if len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"):
         raise SystemExit("fair_shares: needs two cores and taskset (util-linux)")
     publish(asyncio.run(main_async(args)), args.write, HEADING)
