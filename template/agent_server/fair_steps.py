@@ -5,7 +5,9 @@ An event loop cannot pause a step that runs: it runs each ready step in turn, wh
 all CPU (a model that answers at once), another identity's one turn shared the core step for step with a flood's
 turns: twice as long at the median with the flood held to two turns at once (RATE_LIMIT_CONCURRENT_TURNS=2).
 With fair shares on (either RATE_LIMIT_* set, app.py), each step of a turn asks `Lead` first. An identity's load
-is its turns running, averaged over about a second (rate_limits.Shares). The lead is the identity with the least
+is its turns running; as they end, it falls to them over about a second (rate_limits.Shares), so a flood weighs
+from its first turns and a client's gap between
+its turns does not make it light. The lead is the identity with the least
 load that has stepped last; a step of an identity whose load is more than HEAVIER_BY above the lead's waits while
 the lead has stepped in the last QUIET_SECONDS. So the lighter turn runs as if alone, and the heavier ones take
 the gaps: when the lighter one waits on I/O (a model that takes time: most of a turn), or has ended. No step
@@ -31,7 +33,7 @@ from typing import Any
 
 QUIET_SECONDS = 0.005  # a turn that has not stepped for this long waits on I/O: the others may run
 MAX_WAIT_SECONDS = 0.1
-HEAVIER_BY = 0.5  # turns running on average: identities about as loaded as the lead share the loop as before
+HEAVIER_BY = 0.5  # turns running: identities about as loaded as the lead share the loop as before
 
 
 class Turn:

@@ -31,7 +31,7 @@ from agent_server.errors import BadRequest, error_response
 from agent_server.request_guard import GUARDED_PATHS
 
 MAX_IDENTITIES = 10_000  # buckets and loads kept, each: the least recently used go first (a full bucket is a new one)
-LOAD_SECONDS = 1.0  # how far back an identity's load (its turns running, averaged) looks, about
+LOAD_SECONDS = 1.0  # how long an identity's load (its turns running) takes to fall as they end, about
 
 
 @dataclass
@@ -42,13 +42,13 @@ class Bucket:
 
 @dataclass
 class Load:
-    average: float  # turns running, averaged over about LOAD_SECONDS, as of `at`
+    held: float  # turns running, or falling toward them over about LOAD_SECONDS, as of `at`
     at: float
 
 
 class Shares:
-    """Each identity's token bucket (its turns a minute), its turns running now, and their average (its load, which
-    fair_steps.py reads), in this process."""
+    """Each identity's token bucket (its turns a minute), its turns running now, and its load (those turns, held
+    for about a second as they end; fair_steps.py reads it), in this process."""
 
     def __init__(self) -> None:
         self.buckets: OrderedDict[str, Bucket] = OrderedDict()
@@ -78,16 +78,20 @@ class Shares:
 
     def load_of(self, owner: str, now: float | None = None) -> float:
         load = self.loads.get(owner)
-        return 0.0 if load is None else self._averaged(owner, load, time.monotonic() if now is None else now)
+        return 0.0 if load is None else self._held(owner, load, time.monotonic() if now is None else now)
 
-    def _averaged(self, owner: str, load: Load, now: float) -> float:
-        """The average moves toward the turns running now, exponentially."""
+    def _held(self, owner: str, load: Load, now: float) -> float:
+        """Up at once to the turns running now; down toward them exponentially. So a flood counts from its first
+        turns (rising over a second, it went first for that second), and a client's gap between turns does not
+        make it lighter."""
         turns = self.running.get(owner, 0)
-        return turns + (load.average - turns) * math.exp(min(0.0, load.at - now) / LOAD_SECONDS)
+        if load.held <= turns:
+            return float(turns)
+        return turns + (load.held - turns) * math.exp(min(0.0, load.at - now) / LOAD_SECONDS)
 
     def _count(self, owner: str, change: int, now: float) -> None:
         load = self.loads.pop(owner, None) or Load(0.0, now)
-        load.average, load.at = self._averaged(owner, load, now), now
+        load.held, load.at = self._held(owner, load, now), now
         self.loads[owner] = load  # the most recently changed, last
         while len(self.loads) > MAX_IDENTITIES:
             self.loads.popitem(last=False)

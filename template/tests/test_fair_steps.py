@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -18,9 +19,9 @@ from conftest import AppSettings
 from support import ServerThread, reply_text, sse_events
 
 from agent_server import fair_steps, turn_starts
-from agent_server.rate_limits import SHARES
+from agent_server.rate_limits import SHARES, Shares
 
-LOADS = {"heavy": 2.0, "light": 0.0}  # turns running on average: light goes first
+LOADS = {"heavy": 2.0, "light": 0.0}  # turns running: light goes first
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "asyncio": asyncio.new_event_loop,
@@ -72,6 +73,25 @@ def test_a_lighter_identitys_turn_runs_while_the_heavier_ones_wait(run):
     log = run(main())
     assert log.count("heavy") == 100 and log.count("light") == 20, "every step ran"
     # Without fair steps the loop runs each ready step in turn: two heavy steps for each light one (40).
+    assert between_first_and_last(log, "light", "heavy") <= 2, log
+
+
+def test_a_flood_weighs_from_its_first_turns(run):
+    async def main() -> list[str]:
+        shares = Shares()  # the loads fair shares install (rate_limits.share_the_loop), on their own clock
+        fair_steps.install(shares.load_of)
+        log: list[str] = []
+        for _ in range(2):
+            shares.claim("heavy", 0, 0, time.monotonic())
+        heavy = [asyncio.create_task(turn("heavy", 50, log)) for _ in range(2)]
+        await asyncio.sleep(0)
+        shares.claim("light", 0, 0, time.monotonic())
+        await turn_task("light", 20, log)
+        await asyncio.gather(*heavy)
+        return log
+
+    log = run(main())
+    # Had a load risen over a second, both would weigh next to nothing here, and share the loop (40 heavy steps).
     assert between_first_and_last(log, "light", "heavy") <= 2, log
 
 

@@ -100,15 +100,20 @@ def test_a_bucket_refills_at_its_rate_and_keeps_a_bounded_number_of_identities(m
     assert list(shares.loads) == ["user-7", "user-8", "user-9"]
 
 
-def test_an_identitys_load_is_its_turns_running_averaged_over_about_a_second():
+def test_an_identitys_load_is_its_turns_running_at_once_and_falls_over_about_a_second():
     shares = Shares()  # fair_steps.py lets the less loaded identities' steps go first
     assert shares.load_of("ada", now=0.0) == 0.0
     assert [shares.claim("ada", 0, 0, now=100.0) for _ in range(2)] == [None, None]
-    assert shares.load_of("ada", now=100.0) == 0.0, "two turns just started"
-    assert shares.load_of("ada", now=101.0) == pytest.approx(2 * (1 - math.exp(-1)))
-    assert shares.load_of("ada", now=120.0) == pytest.approx(2.0)
+    assert shares.load_of("ada", now=100.0) == 2.0, "a flood weighs from its first turns"
+    assert shares.load_of("ada", now=101.0) == 2.0
+    shares.release("ada", now=101.0)
+    assert shares.load_of("ada", now=101.0) == 2.0, "a gap between turns does not make it light at once"
+    assert shares.load_of("ada", now=102.0) == pytest.approx(1 + math.exp(-1))
+    shares.claim("ada", 0, 0, now=102.0)
+    assert shares.load_of("ada", now=102.0) == 2.0, "two run again"
     for _ in range(2):
         shares.release("ada", now=120.0)
     assert "ada" not in shares.running, "no turn runs"
+    assert shares.load_of("ada", now=120.0) == 2.0
     assert shares.load_of("ada", now=121.0) == pytest.approx(2 * math.exp(-1), rel=1e-6), "what it ran still counts"
     assert shares.load_of("bob", now=121.0) == 0.0
