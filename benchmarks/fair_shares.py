@@ -4,10 +4,12 @@ Run with `scripts/benchmark fair-shares`. One `start-app --workers 1` of the app
 pinned to core 0, on the stub model (stub_model.py), tracing off, callers named by a header (MEMORY_USER_HEADER).
 The stub answers at once (every turn a burst of CPU on the one core: the worst case), then --model-delay seconds
 late (0.5: as a model takes time, a turn mostly waits). Identity B sends its turns one after another (a stateless
-client's whole history) and their latencies are timed: alone, then while identity A floods the app with 32 turns
+client's whole history) and their latencies are timed alone and while identity A floods the app with 32 turns
 at once, sending each again as soon as it is answered (a 429 too: the worst client, one that ignores
-Retry-After). Both with no limits and with RATE_LIMIT_CONCURRENT_TURNS=2 and RATE_LIMIT_TURNS_PER_MINUTE=600
-(which turn fair steps on, agent_server/fair_steps.py). Target: with the limits, A's flood raises B's p99 by at
+Retry-After): in --rounds rounds of both, so that the shared machine's ups and downs hit both; each flood starts
+a second before B's turns are timed, and has a second to end. Both with no limits and with
+RATE_LIMIT_CONCURRENT_TURNS=2 and RATE_LIMIT_TURNS_PER_MINUTE=600 (which turn fair steps on,
+agent_server/fair_steps.py). Target: with the limits, A's flood raises B's p99 by at
 most 20%. The stub, B's client and A's flood share core 1; the flood runs in a process of its own at nice 19, as
 it stands for clients on other machines (in B's process, B's timings waited on the flood's client).
 Traffic goes to 127.0.0.1 only; every loop is bounded.
@@ -36,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 BODY = {"input": HISTORY}
 DROPPED_HERE = (*DROPPED, "RATE_LIMIT_")
 CONCURRENT_TURNS = 2
+SETTLE_SECONDS = 1.0
 
 
 async def b_latencies(url: str, count: int) -> list[float]:
@@ -80,7 +83,7 @@ def flood_ended(process: subprocess.Popen[str]) -> dict[int, int]:
     return {int(status): n for status, n in json.loads(answered).items()}
 
 
-async def cell(app: Path, stub_url: str, folder: Path, limits: dict[str, str], count: int) -> dict:
+async def cell(app: Path, stub_url: str, folder: Path, limits: dict[str, str], count: int, rounds: int) -> dict:
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith(DROPPED_HERE)}
     env.update(
@@ -101,16 +104,24 @@ async def cell(app: Path, stub_url: str, folder: Path, limits: dict[str, str], c
             except httpx.HTTPError:
                 time.sleep(0.2)
         await b_latencies(url, 20)  # warm
-        alone = sorted(await b_latencies(url, count))
-        flood_process = flooding(url)
-        try:
-            await asyncio.sleep(1)
-            flooded = sorted(await b_latencies(url, count))
-        finally:
-            statuses = flood_ended(flood_process)
+        alone: list[float] = []
+        flooded: list[float] = []
+        statuses: collections.Counter[int] = collections.Counter()
+        for round_ in range(rounds):  # alone and flooded in turn, so that the machine's own ups and downs hit both
+            share = count // rounds + (round_ < count % rounds)
+            alone += await b_latencies(url, share)
+            flood_process = flooding(url)
+            try:
+                await asyncio.sleep(SETTLE_SECONDS)
+                flooded += await b_latencies(url, share)
+            finally:
+                statuses.update(flood_ended(flood_process))
+            await asyncio.sleep(SETTLE_SECONDS)  # A's last turns finish before B is timed alone again
     finally:
         server.terminate()
         server.wait(60)
+    alone.sort()
+    flooded.sort()
     p99 = lambda times: times[min(len(times) - 1, int(len(times) * 0.99))]  # noqa: E731
     p50 = lambda times: times[len(times) // 2]  # noqa: E731
     return {"alone": p99(alone), "flooded": p99(flooded), "median": p50(flooded) / p50(alone), "statuses": statuses}
@@ -140,7 +151,7 @@ async def main_async(args: argparse.Namespace) -> str:
                 for limited in (False, True):
                     stub_url = f"http://127.0.0.1:{stub_port}/v1"
                     limits = limits_of(args) if limited else {}
-                    measured = await cell(Path(args.app), stub_url, work, limits, requests)
+                    measured = await cell(Path(args.app), stub_url, work, limits, requests, args.rounds)
                     a = ", ".join(f"{status}: {n}" for status, n in sorted(measured["statuses"].items()))
                     alone, flooded = measured["alone"], measured["flooded"]
                     rows.append(
@@ -160,7 +171,9 @@ async def main_async(args: argparse.Namespace) -> str:
             f"`{args.command}` on {datetime.date.today()}, {args.label}, load "
             f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} after: one worker pinned to a core, the stub model, "
             "tracing off; B sends its turns one after another, alone and while A floods with 32 at once, ignoring "
-            "Retry-After, from a process of its own at nice 19. Limits: RATE_LIMIT_CONCURRENT_TURNS=2, "
+            f"Retry-After, from a process of its own at nice 19; {args.rounds} rounds of both, each half "
+            f"{args.requests * 4} of B's turns in all (0 s) or {args.requests} (late model). "
+            f"Limits: RATE_LIMIT_CONCURRENT_TURNS={CONCURRENT_TURNS}, "
             f"RATE_LIMIT_TURNS_PER_MINUTE={args.turns_per_minute} (which turn fair steps on). "
             "Target: with the limits, B's p99 under the flood at most 1.2× alone.",
             "",
@@ -178,6 +191,7 @@ def main() -> None:
     parser.add_argument("--app", help="the rendered, synced app (required)")
     parser.add_argument("--label", default="HEAD")
     parser.add_argument("--requests", type=int, default=60, help="B's turns in each half of a cell")
+    parser.add_argument("--rounds", type=int, default=4, help="alone, then flooded, this many times in a cell")
     parser.add_argument("--model-delay", type=float, default=0.5, help="seconds the stub takes to answer a call")
     parser.add_argument(
         "--turns-per-minute", type=int, default=600, help="RATE_LIMIT_TURNS_PER_MINUTE: B's own turns must fit in it"
