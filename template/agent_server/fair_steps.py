@@ -6,14 +6,13 @@ all CPU (a model that answers at once), another identity's one turn shared the c
 turns: twice as long at the median with the flood held to two turns at once (RATE_LIMIT_CONCURRENT_TURNS=2).
 With fair shares on (either RATE_LIMIT_* set, app.py), each step of a turn asks `Lead` first. An identity's load
 is its turns running; as they end, it falls to them over about a second (rate_limits.Shares), so a flood weighs
-from its first turns and a client's gap between
-its turns does not make it light. The lead is the identity with the least
-load that has stepped last; a step of an identity whose load is more than HEAVIER_BY above the lead's waits while
-the lead has stepped in the last QUIET_SECONDS. So the lighter turn runs as if alone, and the heavier ones take
-the gaps: when the lighter one waits on I/O (a model that takes time: most of a turn), or has ended. No step
-waits longer than MAX_WAIT_SECONDS, so no turn starves. Steps that belong to no turn (a 429, the health check)
-and those of a turn holding a place among the turns starting (turn_starts.py: every new turn waits for those
-places) never wait; a heavier identity's turn waits before it takes one.
+from its first turns, and a client's gap between its turns does not make it light. The lead is the identity
+with the least load that has stepped last; a step of an identity whose load is more than HEAVIER_BY above the
+lead's waits while the lead has stepped in the last QUIET_SECONDS. So the lighter turn runs as if alone, and the
+heavier ones take the gaps: when the lighter one waits on I/O (a model that takes time: most of a turn), or has
+ended. No step waits longer than MAX_WAIT_SECONDS, so no turn starves. Steps that belong to no turn (a 429, the
+health check) and those of a turn holding a place among the turns starting (turn_starts.py: every new turn waits for
+those places) never wait; a heavier identity's turn waits before it takes one.
 
 How: the loop's task factory (`install`) wraps each task's coroutine in `Stepped`. A step that must wait yields
 a future to its task, as `await future` does, and the task runs that step once the future is done. Cancelling a

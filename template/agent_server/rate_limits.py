@@ -81,9 +81,9 @@ class Shares:
         return 0.0 if load is None else self._held(owner, load, time.monotonic() if now is None else now)
 
     def _held(self, owner: str, load: Load, now: float) -> float:
-        """Up at once to the turns running now; down toward them exponentially. So a flood counts from its first
-        turns (rising over a second, it went first for that second), and a client's gap between turns does not
-        make it lighter."""
+        """Up at once to the turns running now; down toward them exponentially. So a flood weighs from its first
+        turns (a load that rose over a second let it go first for that second), and a client's gap between turns
+        does not make it lighter."""
         turns = self.running.get(owner, 0)
         if load.held <= turns:
             return float(turns)
