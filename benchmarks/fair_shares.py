@@ -4,15 +4,14 @@ Run with `scripts/benchmark fair-shares`. One `start-app --workers 1` of the app
 pinned to core 0, on the stub model (stub_model.py), tracing off, callers named by a header (MEMORY_USER_HEADER).
 The stub answers at once (every turn a burst of CPU on the one core: the worst case), then --model-delay seconds
 late (0.5: as a model takes time, a turn mostly waits). Identity B sends its turns one after another (a stateless
-client's whole history) and their latencies are timed alone and while identity A floods the app with 32 turns
-at once, sending each again as soon as it is answered (a 429 too: the worst client, one that ignores
-Retry-After): in --rounds rounds of both, so that the shared machine's ups and downs hit both; each flood starts
-a second before B's turns are timed, and has a second to end. Both with no limits and with
-RATE_LIMIT_CONCURRENT_TURNS=2 and RATE_LIMIT_TURNS_PER_MINUTE=600 (which turn fair steps on,
-agent_server/fair_steps.py). Target: with the limits, A's flood raises B's p99 by at
-most 20%. The stub, B's client and A's flood share core 1; the flood runs in a process of its own at nice 19, as
-it stands for clients on other machines (in B's process, B's timings waited on the flood's client).
-Traffic goes to 127.0.0.1 only; every loop is bounded.
+client's whole history) and their latencies are timed alone and while identity A floods the app with 32 turns at
+once, sending each again as soon as it is answered (a 429 too: the worst client, one that ignores Retry-After): in
+--rounds rounds of both, so that the shared machine's ups and downs hit both; each flood starts a second before B's
+turns are timed, and has a second to end. Both with no limits and with RATE_LIMIT_CONCURRENT_TURNS=2 and
+RATE_LIMIT_TURNS_PER_MINUTE=600 (which turn fair steps on, agent_server/fair_steps.py). Target: with the limits, A's
+flood raises B's p99 by at most 20%. The stub, B's client and A's flood share core 1; the flood runs in a process of
+its own at nice 19, as it stands for clients on other machines (in B's process, B's timings waited on the flood's
+client). Traffic goes to 127.0.0.1 only; every loop is bounded.
 """
 
 from __future__ import annotations
@@ -124,7 +123,8 @@ async def cell(app: Path, stub_url: str, folder: Path, limits: dict[str, str], c
     flooded.sort()
     p99 = lambda times: times[min(len(times) - 1, int(len(times) * 0.99))]  # noqa: E731
     p50 = lambda times: times[len(times) // 2]  # noqa: E731
-    return {"alone": p99(alone), "flooded": p99(flooded), "median": p50(flooded) / p50(alone), "statuses": statuses}
+    median_ratio = p50(flooded) / p50(alone)
+    return {"alone": p99(alone), "flooded": p99(flooded), "median_ratio": median_ratio, "statuses": statuses}
 
 
 def limits_of(args: argparse.Namespace) -> dict[str, str]:
@@ -156,7 +156,7 @@ async def main_async(args: argparse.Namespace) -> str:
                     alone, flooded = measured["alone"], measured["flooded"]
                     rows.append(
                         f"| {delay:g} s | {'the two above' if limited else 'none'} | {alone * 1000:.0f} ms"
-                        f" | {flooded * 1000:.0f} ms | {flooded / alone:.2f}× | {measured['median']:.2f}× | {a} |"
+                        f" | {flooded * 1000:.0f} ms | {flooded / alone:.2f}× | {measured['median_ratio']:.2f}× | {a} |"
                     )
                     print(rows[-1], flush=True)
             finally:
