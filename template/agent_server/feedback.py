@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 
 from agent_server import config, memory, tracing
 from agent_server.errors import BadRequest, error_response, quoted
-from agent_server.json_body import small_json
+from agent_server.json_body import check_shown_text, small_json
 
 router = APIRouter(include_in_schema=False)
 
@@ -117,6 +117,8 @@ def checked(body: Any) -> tuple[str, bool, str | None]:
     if comment is not None and len(comment) > limit:
         message = f"'comment' is {len(comment)} characters; at most FEEDBACK_MAX_COMMENT_CHARS={limit}."
         raise BadRequest(message, param="comment", status=413)
+    if comment is not None:  # shown on the page, in MLflow and in evaluation cases, as a title is
+        check_shown_text(comment, "comment", lines=True)
     return trace_id, value, comment or None
 
 

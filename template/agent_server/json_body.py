@@ -1,14 +1,33 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The JSON body of a small request (feedback, a conversation's new title), read only as far as it can be long."""
+"""The JSON body of a small request (feedback, a conversation's new title), read only as far as it can be long, and
+the text it brings checked for characters that would hide or disguise what is shown."""
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 from starlette.requests import Request
 
 from agent_server.errors import BadRequest
+
+# Characters that would let a text pass for another: bidirectional overrides and isolates.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def hides_text(character: str) -> bool:
+    """A control character (NUL, ESC, C0 and C1, line breaks), a lone surrogate or a direction override: shown
+    on the page, in MLflow or in a terminal, each can hide, reorder or disguise the text around it."""
+    return unicodedata.category(character) in ("Cc", "Cs") or character in BIDI_CONTROLS
+
+
+def check_shown_text(text: str, param: str, lines: bool = False) -> None:
+    """BadRequest naming `param` if `text` holds a character that hides_text; `lines`: line breaks and tabs may stay."""
+    allowed = "\n\t" if lines else ""
+    if any(hides_text(character) and character not in allowed for character in text):
+        which = "NUL, ESC, carriage returns, direction overrides" if lines else "line breaks, tabs, direction overrides"
+        raise BadRequest(f"{param!r} must not hold control characters ({which}).", param)
 
 
 async def small_json(request: Request, limit: int, what: str) -> Any:

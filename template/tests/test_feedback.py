@@ -102,12 +102,22 @@ def test_another_identity_gets_a_404_for_a_trace_not_theirs(either_client):
         ({"trace_id": "tr-" + "a" * 32, "value": True, "comment": 3}, 400, "'comment'"),
         ({"trace_id": "tr-" + "a" * 32, "value": True, "comment": "x" * 2001}, 413, "FEEDBACK_MAX_COMMENT_CHARS"),
         ({"trace_id": "tr-" + "a" * 32, "value": True, "score": 5}, 400, "'score'"),
+        *(
+            ({"trace_id": "tr-" + "a" * 32, "value": False, "comment": f"fine{hidden}print"}, 400, "control characters")
+            for hidden in ("\x00", "\x1b[2J", "\r", "\x9b", "\u202e", "\u202a", "\u2066", "\u2069")
+        ),  # NUL, ESC, CR, a C1 control, an override, an embedding, the isolates: as a title refuses them
     ],
 )
 def test_bad_feedback_is_a_4xx_that_names_the_problem(client, body, status, names):
     response = client.post("/feedback", json=body)
     assert response.status_code == status, response.text
     assert names in response.json()["error"]["message"]
+
+
+def test_a_comment_may_hold_line_breaks_and_tabs(client):
+    body = {"trace_id": "tr-" + "a" * 32, "value": False, "comment": "Two things:\n\t- the city\n\t- the date"}
+    response = client.post("/feedback", json=body)
+    assert response.status_code == 404 and "keeps no traces" in response.text, "checked, and let through"
 
 
 def test_feedback_without_an_identity_is_a_401(client):

@@ -19,7 +19,6 @@ With memory off (MEMORY_BACKEND=none) every one is a 404 that says so.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,7 +29,7 @@ from fastapi.responses import JSONResponse
 from agent_server import llm
 from agent_server.errors import BadRequest, error_response, quoted
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
-from agent_server.json_body import small_json
+from agent_server.json_body import check_shown_text, small_json
 from agent_server.memory import statements
 from agent_server.memory.database import store
 from agent_server.memory.settings import enabled
@@ -80,8 +79,6 @@ async def rename_conversation(conversation_id: str, request: Request) -> Respons
 
 
 MAX_TITLE = 200  # schema.py's title column
-# Characters that would let a title pass for another: bidirectional overrides and isolates.
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def checked_title(body: Any) -> str:
@@ -94,8 +91,7 @@ def checked_title(body: Any) -> str:
     title = title.strip()
     if len(title) > MAX_TITLE:
         raise BadRequest(f"'title' is {len(title)} characters; at most {MAX_TITLE}.", "title")
-    if any(unicodedata.category(c) in ("Cc", "Cs") or c in BIDI_CONTROLS for c in title):
-        raise BadRequest("'title' must not hold control characters (line breaks, tabs, direction overrides).", "title")
+    check_shown_text(title, "title")
     return title
 
 
