@@ -102,6 +102,14 @@ def test_a_bad_title_is_a_4xx_that_says_why_and_changes_nothing(client, body, st
     assert titles(client, chat.id) == ["Hello"]
 
 
+def test_the_automatic_title_drops_what_a_rename_refuses(client):
+    chat = Conversation(client, stream=False)
+    chat.send("\u202eexe.txt\u202c \x1b[31mred\x00\x9b\n\tand \u2066isolated\u2069")
+    [title] = titles(client, chat.id)
+    assert title == "exe.txt [31mred and isolated"
+    assert client.patch(f"/conversations/{chat.id}", json={"title": title}).status_code == 200, "a title a rename takes"
+
+
 def test_a_body_that_is_not_json_is_a_400(client):
     chat = Conversation(client, stream=False)
     chat.send("Hello")

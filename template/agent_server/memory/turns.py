@@ -34,6 +34,7 @@ from typing import Any
 from agent_server import config, llm
 from agent_server.errors import BadRequest
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
+from agent_server.json_body import hides_text
 from agent_server.memory import database, leases
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
 from agent_server.memory.settings import enabled, settings
@@ -290,7 +291,9 @@ def _title(history: Sequence[Rendered]) -> str:
             text = content if isinstance(content, str) else " ".join(
                 part.get("text", "") for part in content or [] if isinstance(part, dict)
             )  # fmt: skip
-            return " ".join(text.split())[:200]
+            # What a rename refuses (json_body.hides_text) goes; line breaks and tabs become spaces.
+            shown = "".join(" " if c.isspace() else "" if hides_text(c) else c for c in text)
+            return " ".join(shown.split())[:200]
     return ""
 
 
