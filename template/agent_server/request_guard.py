@@ -43,7 +43,7 @@ from agent_server.offload import INLINE_BYTES, INLINE_ITEMS, cpu_work
 logger = logging.getLogger(__name__)
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
 STATE_KEY = "agent_server.request_state"
-TOOL_CALL_KEY = "agent_server.on_tool_call"  # a background run's: told of each tool call as it starts
+RUN_ATTEMPT_KEY = "agent_server.run_attempt"  # a background run's attempt (request_state.RunAttempt)
 MAX_JSON_DEPTH = 64
 
 
@@ -69,9 +69,10 @@ class RequestGuard(HttpMiddleware):
             place.give_back()
 
     async def _checked(self, scope: Scope, receive: Receive, send: Send, headers: Headers, raw: bytes) -> None:
+        attempt: request_state.RunAttempt | None = scope.get(RUN_ATTEMPT_KEY)
         try:
             body, sent = await cpu_work(len(raw) <= INLINE_BYTES, checked_body, raw)
-            turn = await memory.start_turn(headers, body, sent)
+            turn = await memory.start_turn(headers, body, sent, attempt.continues_from if attempt else None)
         except BadRequest as error:
             await error_response(error.status, str(error), error.param)(scope, receive, send)
             return
@@ -81,12 +82,25 @@ class RequestGuard(HttpMiddleware):
             ready, state = await cpu_work(small, prepared_body, body, history, turn)
             request_state.begin(state)
             scope[STATE_KEY] = state  # for a background run, which runs this request on a task of its own
-            state.on_tool_call = scope.get(TOOL_CALL_KEY)
+            state.run = attempt
             state.owner = turn.owner if turn is not None else caller(headers)
             await _until_disconnect(self.app, scope, ready, receive, send)
         finally:
             if turn is not None:
+                if attempt is not None and not turn.done:
+                    await _keep_stopped(turn, attempt)
                 await turn.end()
+
+
+async def _keep_stopped(turn: memory.Turn, attempt: request_state.RunAttempt) -> None:
+    """A run its client cancelled keeps its turn: the request, then what it had produced, after the turns before."""
+    produced = attempt.stopped_output()
+    if produced is None:
+        return
+    try:
+        await turn.finish(produced)
+    except memory.MemoryFailure as error:
+        logger.warning("the stopped turn of conversation %s was not kept: %s", turn.conversation_id, error)
 
 
 def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:

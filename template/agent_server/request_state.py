@@ -24,7 +24,24 @@ from agent_server.errors import ModelFailure
 if TYPE_CHECKING:
     from agent_server.memory import Turn
 
-__all__ = ["ModelFailure", "RequestState", "begin", "current", "record_failure", "record_input", "tool_call_hook"]
+__all__ = [
+    "ModelFailure", "RequestState", "RunAttempt", "begin", "current", "record_failure", "record_input", "tool_call_hook"
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunAttempt:
+    """A background run's attempt at its request (runs/execute.py), which goes through the app as a request of its
+    own: the request guard reads this from the request's scope (RUN_ATTEMPT_KEY) and keeps it in the state."""
+
+    # Told of each tool call as it starts, before its output exists: after a crash it is not made again unasked.
+    on_tool_call: Callable[[dict[str, Any]], Awaitable[None]]
+    # `input[continues_from:]` are the items earlier attempts of the run finished, which continue the run's own
+    # turn: they are appended to the conversation, never merged with it (memory/merge.py). None: the first attempt.
+    continues_from: int | None
+    # What this attempt produced if its client cancelled the run (each call it left running answered as
+    # interrupted), for the conversation to keep after the turns before it; None: not cancelled, nothing to keep.
+    stopped_output: Callable[[], list[dict[str, Any]] | None]
 
 
 @dataclass
@@ -39,8 +56,7 @@ class RequestState:
     owner: str | None = None  # the caller's identity (memory.owner_of), which the trace records; None: none given
     refused_approvals: list[int] = field(default_factory=list)  # client items: approvals the app did not sign
     model: ModelFailure = field(default_factory=ModelFailure)
-    # A background run's: told of each tool call as it starts, before its output exists (runs/execute.py)
-    on_tool_call: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    run: RunAttempt | None = None  # a background run's attempt (runs/execute.py); None: a client's own request
 
 
 _current: contextvars.ContextVar[RequestState | None] = contextvars.ContextVar("agent_server.request", default=None)
@@ -66,7 +82,7 @@ def tool_call_hook() -> Callable[[dict[str, Any]], Awaitable[None]] | None:
     """What the stream handler tells of each tool call as it starts (its item goes out only with its output):
     a background run's recorder, or None."""
     state = _current.get()
-    return state.on_tool_call if state is not None else None
+    return state.run.on_tool_call if state is not None and state.run is not None else None
 
 
 def record_failure(error: BaseException) -> None:

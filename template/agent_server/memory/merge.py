@@ -18,6 +18,11 @@ differs from the stored one (it edited or regenerated a turn). The rule, in orde
    but does not continue the stored conversation. The model sees what was sent, and it replaces
    the stored conversation: the client's version of its own conversation wins.
 
+A background run that is resumed after a crash, or stopped by its client, does not guess: what its earlier
+attempts finished (tool calls and their outputs), or what it produced before it stopped, continues the run's own
+turn. The run's request is merged by the rule above, and those items follow it (`Merge.continued`), whatever
+their shape: an interrupted turn is appended after the turns before it, never in their place.
+
 In every case what the model saw, then its answer, is what is stored after the turn.
 So the model sees each item once, and nothing the client sent is dropped: what it sent is
 either appended, or (replaced, diverged) becomes the conversation. Items compare as rendered, with tool
@@ -44,6 +49,13 @@ class Merge:
     kind: MergeKind
     history: list[Rendered]  # what the model sees, before tool calls are paired with outputs
     new: list[Rendered]  # what this turn adds to the stored conversation (the answer comes on top)
+
+    continued: int = 0  # how many items at the end of `history` and `new` continue a run's turn (Merge.continuing)
+
+    def continuing(self, items: Sequence[Rendered]) -> Merge:
+        """This merge, then `items` that continue its turn: a run's finished or stopped items, never merged."""
+        added = list(items)
+        return Merge(self.kind, [*self.history, *added], [*self.new, *added], self.continued + len(added))
 
     @property
     def replaces(self) -> bool:

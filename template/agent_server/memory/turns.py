@@ -16,8 +16,10 @@ own. What the client sends is merged with what is stored by merge.py's rule. The
 items are the render's (history.render_each), and go through the render again on the way out, so
 a conversation outlives changes of SDK, API mode and render rules.
 
-A turn is stored when it completes, all at once with its answer. A turn that failed, or that
-the client stopped, is not stored at all: the client still holds what it sent, and sends it again.
+A turn is stored when it completes, all at once with its answer. A turn that failed, or whose
+stream the client cut, is not stored at all: the client still holds what it sent, and sends it again.
+A background run that its client cancels is stored as it stopped (its prompt, what it produced, each call
+it left running answered as interrupted), after the turns before it (request_guard.py, merge.py).
 Two turns of one conversation at once: the second gets a 409 (store.py).
 """
 
@@ -188,9 +190,12 @@ def keeps_own_history(body: dict[str, Any], sent: History) -> bool:
     return conversation_id_of(body) is None and not all(made_by_client(entry.item) for entry in sent.each)
 
 
-async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: History) -> Turn | None:
+async def start_turn(
+    headers: Mapping[str, str], body: dict[str, Any], sent: History, continues_from: int | None = None
+) -> Turn | None:
     """Take the conversation this request names (or a new one) and merge its stored items in; None if memory is off,
-    or the client keeps its own history.
+    or the client keeps its own history. `continues_from`: a background run's attempt, whose items from that index
+    of `input` on continue the run's turn (merge.py): they are appended after the merged request, never merged.
 
     BadRequest: 401 (no identity), 400 (a bad id), 413 (too much to store), 409 (busy), 503 (database).
     """
@@ -219,14 +224,19 @@ async def start_turn(headers: Mapping[str, str], body: dict[str, Any], sent: His
     try:
         stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
         sent_each = [Rendered(e.index + stored.stored, e.item, e.client_id) for e in sent.each]
-        merged = merge(stored.each, sent_each, replace)
+        first_continued = stored.stored + (len(sent.client_items) if continues_from is None else continues_from)
+        request = [entry for entry in sent_each if entry.index < first_continued]
+        merged = merge(stored.each, request, replace).continuing(sent_each[len(request) :])
         _check_size(merged)
     except BaseException:
         await database.release(owner, conversation_id, lease)
         raise
     ran_before(merged, stored.each)
     history = History(merged.history, [*stored.client_items, *sent.client_items], stored.stored)
-    logger.info("memory: conversation %s, %s (%d items added)", conversation_id, merged.kind, len(merged.new))
+    continuing = f", then {merged.continued} items of its run" if merged.continued else ""
+    logger.info(
+        "memory: conversation %s, %s (%d items added%s)", conversation_id, merged.kind, len(merged.new), continuing
+    )
     kept = _traces(stored.each, stored_items) if merged.replaces else {}
     return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept)
 

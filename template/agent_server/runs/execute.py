@@ -23,10 +23,12 @@ from starlette.types import ASGIApp, Message, Scope
 from agent_server import config, memory
 from agent_server.asgi import replaying
 from agent_server.errors import BadRequest, client_param, error_body, status_and_message
+from agent_server.history import INTERRUPTED_CALL_OUTPUT
 from agent_server.memory import database
 from agent_server.memory.leases import HOLDER
 from agent_server.memory.store import Unavailable
-from agent_server.request_guard import STATE_KEY, TOOL_CALL_KEY, checked_body
+from agent_server.request_guard import RUN_ATTEMPT_KEY, STATE_KEY
+from agent_server.request_state import RunAttempt
 from agent_server.runs import events, store
 from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed
 from agent_server.runs.store import Run
@@ -61,20 +63,41 @@ def start(run: Run, headers: Mapping[str, str], earlier: list[str]) -> LiveRun:
     return live
 
 
-def attempt_body(run: Run, finished: list[dict[str, Any]]) -> dict[str, Any]:
-    """The request as this attempt sends it: the run's own, streamed, with what earlier attempts finished."""
+def attempt_body(run: Run, finished: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """The request as this attempt sends it: the run's own, streamed, with what earlier attempts finished; and the
+    index in its `input` where those finished items start (request_state.RunAttempt.continues_from)."""
     body = dict(run.body)
     sent = body.get("input")
-    body["input"] = [*([{"role": "user", "content": sent}] if isinstance(sent, str) else sent or []), *finished]
+    own = [{"role": "user", "content": sent}] if isinstance(sent, str) else list(sent or [])
+    body["input"] = [*own, *finished]
     body["stream"] = True
-    return body
+    return body, len(own)
 
 
-def unanswered_calls(live: LiveRun) -> list[dict[str, Any]]:
-    """Tool calls an earlier attempt started whose outputs were not stored: sent as calls with no output, which
-    the render answers as interrupted, so the model is told, and no tool runs again unasked."""
+def unanswered_calls(live: LiveRun, since: int = 0) -> list[dict[str, Any]]:
+    """Tool calls started (from the run's `since`th on) whose outputs were not stored: sent as calls with no output,
+    which the render answers as interrupted, so the model is told, and no tool runs again unasked."""
     done = {item.get("call_id") for item in live.output() if item.get("type") == "function_call_output"}
-    return [call for call in live.run.started_calls if call.get("call_id") not in done]
+    return [call for call in live.run.started_calls[since:] if call.get("call_id") not in done]
+
+
+def interrupted(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each call, then its output saying it was interrupted (the history's orphan-call rule, made explicit)."""
+    return [
+        item
+        for call in calls
+        for item in (
+            call,
+            {"type": "function_call_output", "call_id": call.get("call_id"), "output": INTERRUPTED_CALL_OUTPUT},
+        )
+    ]
+
+
+def stopped_output(live: LiveRun, first_event: int = 0, first_call: int = 0) -> list[dict[str, Any]]:
+    """What the run produced from its `first_event`th event on, as it stopped: its finished items, the text of a
+    message it had not finished, and each call it had started (from its `first_call`th on) with no output,
+    answered as interrupted."""
+    return [*events.partial_items(live.events[first_event:]), *interrupted(unanswered_calls(live, first_call))]
 
 
 def identity_headers(owner: str) -> dict[str, str]:
@@ -89,11 +112,18 @@ def identity_headers(owner: str) -> dict[str, str]:
 async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
     run = live.run
     finished = [*live.output(), *unanswered_calls(live)]
-    raw = json.dumps(attempt_body(run, finished)).encode()
+    body, continues_from = attempt_body(run, finished)
+    raw = json.dumps(body).encode()
+    first_event, first_call = len(live.events), len(run.started_calls)  # what this attempt adds comes after these
+
+    def stopped() -> list[dict[str, Any]] | None:  # the request guard's, if the client cancels the run
+        return stopped_output(live, first_event, first_call) if live.cancel_requested else None
+
+    attempt = RunAttempt(live.tool_call_started, continues_from if finished else None, stopped)
     scope: dict[str, Any] = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
         "path": "/responses", "raw_path": b"/responses", "query_string": b"", "root_path": "",
-        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0), **_scope, TOOL_CALL_KEY: live.tool_call_started,
+        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0), **_scope, RUN_ATTEMPT_KEY: attempt,
         "headers": [
             *[(k.encode(), v.encode()) for k, v in headers.items() if k.lower() not in NOT_PASSED_ON],
             (b"content-length", str(len(raw)).encode()), (b"x-mlflow-return-trace-id", b"true"),
@@ -143,9 +173,9 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
         if live.handing_over:
             await _hand_over(live)
             raise
-        run.status = "cancelled"
-        if live.cancel_requested:
-            await _keep_partial_turn(live, headers)
+        run.status = "cancelled"  # the request guard kept what it had produced as its turn (RunAttempt)
+        await end(live, stopped_output(live))
+        return
     except Exception as error:  # a bug in the app: the run fails, saying so, rather than staying in progress
         logger.exception("runs: run %s failed", run.id)
         run.status, run.error = "failed", {"status": 500, "body": error_body(500, f"The run failed: {error}")}
@@ -180,11 +210,12 @@ def _failure(scope: Scope, message: Any) -> tuple[int, dict[str, Any]]:
     return status, error_body(status, text, client_param(param, state.sources, state.model))
 
 
-async def end(live: LiveRun) -> None:
-    """The run's last event, written with its status; those who wait on it are told."""
+async def end(live: LiveRun, output: list[dict[str, Any]] | None = None) -> None:
+    """The run's last event, written with its status and its `output` (default: its finished items); those who
+    wait on it are told."""
     run = live.run
     try:
-        await live.push(events.terminal(run, live.output()))
+        await live.push(events.terminal(run, live.output() if output is None else output))
     except StreamTooLong:
         pass
     await live.flush_all()
@@ -218,21 +249,3 @@ async def _hand_over(live: LiveRun) -> None:
         await (await database.store()).run(store.hand_over(HOLDER, [live.run.id]), write=True)
     live.close()
     RUNNING.pop(live.run.id, None)
-
-
-async def _keep_partial_turn(live: LiveRun, headers: Mapping[str, str]) -> None:
-    """A run the client cancelled keeps its prompt and what it had produced, as a turn of its conversation: a
-    tool call still running is kept with no output, which the conversation's render answers as interrupted (the
-    history's orphan-call rule)."""
-    partial = [*events.partial_items(live.events), *unanswered_calls(live)]
-    raw = json.dumps(attempt_body(live.run, partial)).encode()
-    try:
-        body, sent = checked_body(raw)
-        turn = await memory.start_turn(headers, body, sent)
-        if turn is not None:
-            try:
-                await turn.finish([])
-            finally:
-                await turn.end()
-    except (BadRequest, memory.MemoryFailure) as error:
-        logger.warning("runs: the cancelled run %s's partial turn was not kept: %s", live.run.id, error)

@@ -161,11 +161,16 @@ async def finished_answer(run: Run) -> Response:
 
 
 async def stored_output(run_id: str) -> list[dict[str, Any]]:
+    """The run's output: its last event's, once it ended (a stopped run's names what it had started), else its
+    finished items so far."""
     found: list[str] = []
     cursor = -1
     while batch := await (await database.store()).run(store.events_after(run_id, cursor)):
         found.extend(data for _seq, data in batch)
         cursor = batch[-1][0]
+    last = json.loads(found[-1]) if found else {}
+    if last.get("type") in events.TERMINAL_EVENTS.values() and isinstance(last.get("response", {}).get("output"), list):
+        return list(last["response"]["output"])
     return events.output_items(found)
 
 

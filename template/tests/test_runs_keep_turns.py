@@ -1,0 +1,140 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own tests in tests/.
+"""However a background run ends, its conversation keeps every turn before it: a run the client cancels during a
+tool or before any text, and a run resumed after its process died, each append their turn, never replace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from agents import Agent, AgentHooks
+from support import reply_text
+from test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
+from test_runs import SlowTool, client, ended, slow, until  # noqa: F401
+
+from agent_server import llm
+from agent_server.history import INTERRUPTED_CALL_OUTPUT
+from agent_server.memory import database
+from agent_server.runs import recovery, store
+from agent_server.runs.store import Run
+
+
+def two_turns(client, conversation: str) -> list[dict[str, Any]]:
+    """Two turns of `conversation`, each its new message alone; the stored items after them."""
+    for text in ("Hello", "Tell me more"):
+        named = {"input": [{"role": "user", "content": text}], "context": {"conversation_id": conversation}}
+        assert client.post("/responses", json=named).status_code == 200
+    kept = client.get(f"/conversations/{conversation}").json()["items"]
+    assert [item.get("role") for item in kept] == ["user", "assistant", "user", "assistant"]
+    return kept
+
+
+def cancel(client, run_id: str) -> dict[str, Any]:
+    cancelled = client.post(f"/responses/{run_id}/cancel", json={})
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled", cancelled.text
+    return cancelled.json()
+
+
+def test_cancel_during_a_tool_keeps_the_turns_before_it_and_answers_with_what_it_had(client, slow, model_log):
+    conversation = f"kept-{uuid.uuid4()}"
+    before = two_turns(client, conversation)
+    named = {"input": [{"role": "user", "content": "Please hold"}], "context": {"conversation_id": conversation}}
+    run_id = client.post("/responses", json={**named, "background": True}).json()["id"]
+    until(lambda: slow.calls, "the tool to start")
+
+    answered = cancel(client, run_id)
+    call, interrupted = answered["output"]
+    assert call["type"] == "function_call" and call["name"] == "hold", "the cancel's answer names the call it stopped"
+    assert interrupted == {"type": "function_call_output", "call_id": call["call_id"], "output": INTERRUPTED_CALL_OUTPUT}
+    assert client.get(f"/responses/{run_id}").json()["output"] == answered["output"], "and so does the run, read"
+
+    kept = client.get(f"/conversations/{conversation}").json()["items"]
+    assert kept[:4] == before, "every earlier turn is kept, as it was"
+    assert [item.get("type", "message") for item in kept[4:]] == ["message", "function_call", "function_call_output"]
+    assert kept[4]["content"] == "Please hold" and kept[6]["output"] == INTERRUPTED_CALL_OUTPUT
+    named = {"input": [{"role": "user", "content": "Go on"}], "context": {"conversation_id": conversation}}
+    assert counts(4, 2, 1) in reply_text(client.post("/responses", json=named).json()["output"]), "the model sees all"
+    assert slow.calls == 1
+
+
+class HeldAfterTheModel(AgentHooks):
+    """Holds the run once the model has answered (`before_text`: before it does), until the test lets it go: a
+    run cancelled then has streamed its text, but not finished its message."""
+
+    def __init__(self, before_text: bool) -> None:
+        self.held = 0
+        self.before_text = before_text
+        self.release = threading.Event()
+
+    async def on_llm_start(self, context, agent, system_prompt, input_items) -> None:  # noqa: ANN001
+        if self.before_text:
+            await self._hold()
+
+    async def on_llm_end(self, context, agent, response) -> None:  # noqa: ANN001
+        if not self.before_text:
+            await self._hold()
+
+    async def _hold(self) -> None:
+        self.held += 1
+        while not self.release.is_set():
+            await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("before_text", [False, True], ids=["during-its-text", "before-any-text"])
+def test_cancel_of_a_text_answer_keeps_the_turns_before_it(client, monkeypatch, before_text):
+    conversation = f"kept-{uuid.uuid4()}"
+    before = two_turns(client, conversation)
+    hooks = HeldAfterTheModel(before_text)
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: Agent("held", "x", model=llm.model(), hooks=hooks))
+    named = {"input": [{"role": "user", "content": "And then?"}], "context": {"conversation_id": conversation}}
+    run_id = client.post("/responses", json={**named, "background": True}).json()["id"]
+    until(lambda: hooks.held, "the run to be held")
+    try:
+        output = cancel(client, run_id)["output"]
+    finally:
+        hooks.release.set()
+    kept = client.get(f"/conversations/{conversation}").json()["items"]
+    assert kept[:4] == before, "every earlier turn is kept, as it was"
+    assert kept[4] == {"role": "user", "content": "And then?"}
+    if before_text:
+        assert output == [] and kept[5:] == []
+    else:
+        said = reply_text(output)
+        assert "I saw 3 user" in said and kept[5:] == [{"role": "assistant", "content": said}], kept
+
+
+@pytest.mark.parametrize("earlier_turn", [True, False], ids=["named-conversation", "first-turn"])
+def test_a_run_resumed_after_a_crash_appends_its_turn_after_the_ones_before(client, slow, model_log, earlier_turn):
+    """Its process died after the tool's output was stored; the run resumes on the stored steps, and its turn
+    (prompt, call, output, answer) lands after the conversation's earlier turns, which stay."""
+    conversation = f"resumed-{uuid.uuid4()}"
+    before = two_turns(client, conversation) if earlier_turn else []
+    body = {"input": [{"role": "user", "content": "Please hold"}], "context": {"conversation_id": conversation}}
+    call = {"type": "function_call", "call_id": "call_1", "name": "hold", "arguments": "{}", "id": "fc_1"}
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "stored before the crash"}
+    dead = Run(f"resp_{uuid.uuid4().hex}", ADA, conversation, None, "x", body, True, status="in_progress",
+               holder="gone:1", heartbeat_until=time.time() - 1, created_at=time.time())  # fmt: skip
+    events = [{"type": "response.created", "response": {"id": dead.id}}, *[
+        {"type": "response.output_item.done", "item": item} for item in (call, output)]]  # fmt: skip
+
+    async def crashed() -> None:
+        opened = await database.store()
+        await opened.run(store.create(dead), write=True)
+        data = [json.dumps({**event, "sequence_number": n}) for n, event in enumerate(events)]
+        await opened.run(store.append(dead.id, 0, data, None), write=True)
+        await recovery.beat()
+
+    client.portal.call(crashed)
+    assert ended(client, dead.id)["status"] == "completed"
+    kept = client.get(f"/conversations/{conversation}").json()["items"]
+    assert kept[: len(before)] == before, "the earlier turns are kept"
+    turn = kept[len(before) :]
+    assert [item.get("type", "message") for item in turn] == ["message", "function_call", "function_call_output",
+                                                              "message"], turn  # fmt: skip
+    assert turn[0]["content"] == "Please hold" and turn[2]["output"] == "stored before the crash"
+    assert slow.calls == 0, "the stored call did not run again"
