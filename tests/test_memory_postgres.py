@@ -64,6 +64,7 @@ def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
             "postgres",
             "tests/test_memory.py",
             "tests/test_runs.py",
+            "tests/test_runs_keep_turns.py",
             "tests/test_conversation_edits.py",
         ],
         cwd=app,

@@ -139,9 +139,14 @@ def test_a_run_longer_than_the_proxy_allows_completes_and_its_stream_resumes_exa
         assert TOOL_CALLS == ["slow_lookup", "slow_lookup"], "the cut request's call, and the run's: once each"
 
 
-def stopped_mid_tool(app: StartedApp, database: str, stop: str) -> str:
-    """Start a background run on `app`, and stop the app (`kill` -9 or `sigterm`) while the run's tool runs."""
-    run_id = httpx.post(f"{app.url}/responses", json={**SLOW, "background": True}, timeout=30).json()["id"]
+def stopped_mid_tool(app: StartedApp, database: str, stop: str, conversation: str) -> str:
+    """Start a background run of `conversation` on `app`, after a turn of its own, and stop the app (`kill` -9 or
+    `sigterm`) while the run's tool runs."""
+    named = {"context": {"conversation_id": conversation}}
+    first = httpx.post(f"{app.url}/responses", json={"input": "Hello", **named}, timeout=30)
+    assert first.status_code == 200, first.text
+    body = {**SLOW, **named, "background": True}
+    run_id = httpx.post(f"{app.url}/responses", json=body, timeout=30).json()["id"]
     deadline = time.monotonic() + 20
     # The run recorded the call, and the MCP server runs it (the call is recorded before it reaches the server).
     while json.loads((run_status(database, run_id) or ("", "[]"))[1] or "[]") == [] or not TOOL_CALLS:
@@ -156,7 +161,7 @@ def stopped_mid_tool(app: StartedApp, database: str, stop: str) -> str:
     return run_id
 
 
-def assert_resumed(url: str, run_id: str, stop: str) -> None:
+def assert_resumed(url: str, run_id: str, stop: str, conversation: str) -> None:
     started = time.monotonic()
     events, _ = resumed_stream(url, run_id)
     assert time.monotonic() - started < 30
@@ -167,6 +172,10 @@ def assert_resumed(url: str, run_id: str, stop: str) -> None:
     assert "interrupted" in reply_text(final["output"]), "the model was told the running call was interrupted"
     assert TOOL_CALLS == ["slow_lookup"], f"after the {stop}, the tool ran once"
     TOOL_CALLS.clear()
+    kept = httpx.get(f"{url}/conversations/{conversation}", timeout=30).json()["items"]
+    assert kept[0] == {"role": "user", "content": "Hello"} and kept[1]["role"] == "assistant", "the turn before"
+    assert [item.get("type", "message") for item in kept[2:]] == [
+        "message", "function_call", "function_call_output", "message"], kept  # fmt: skip
 
 
 @pytest.mark.waits
@@ -177,12 +186,12 @@ def test_a_run_whose_process_stopped_is_resumed_and_no_tool_runs_twice(tools):
     env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=tools, RUNS_SHUTDOWN_GRACE_SECONDS="1")
     database = env["MEMORY_DATABASE_URL"]
     with (first := StartedApp(env)):
-        killed = stopped_mid_tool(first, database, "kill")
+        killed = stopped_mid_tool(first, database, "kill", "killed")
     with (second := StartedApp(env)) as url:
-        assert_resumed(url, killed, "kill")
-        terminated = stopped_mid_tool(second, database, "sigterm")
+        assert_resumed(url, killed, "kill", "killed")
+        terminated = stopped_mid_tool(second, database, "sigterm", "terminated")
     with StartedApp(env) as url:
-        assert_resumed(url, terminated, "sigterm")
+        assert_resumed(url, terminated, "sigterm", "terminated")
 
 
 @pytest.mark.waits
