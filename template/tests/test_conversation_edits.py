@@ -4,12 +4,17 @@ rule 0, memory/api.py's PATCH), through the real app, SDK and offline model, on 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
+import httpx
 import pytest
+from agents import function_tool
 from fastapi.testclient import TestClient
 from support import Conversation, post_turn, reply_text
 from test_memory import ADA, BOB, backend, counts, stored  # noqa: F401  (the same SQLite and PostgreSQL as memory's)
+
+from agent_server import agent
 
 
 @pytest.fixture
@@ -108,6 +113,31 @@ def test_the_automatic_title_drops_what_a_rename_refuses(client):
     [title] = titles(client, chat.id)
     assert title == "exe.txt [31mred and isolated"
     assert client.patch(f"/conversations/{chat.id}", json={"title": title}).status_code == 200, "a title a rename takes"
+
+
+def test_a_rename_made_while_the_first_turn_runs_stays(client, monkeypatch):
+    """The first turn's finish titles the conversation from its first message only if it has no title yet."""
+    from agent_server.app import app
+
+    conversation = f"renamed-{uuid.uuid4()}"
+
+    @function_tool
+    async def rename_it() -> str:
+        """Renames this conversation while its first turn runs, as its owner would from another tab."""
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as other_tab:
+            renamed = await other_tab.patch(
+                f"/conversations/{conversation}", json={"title": "Mine"}, headers={"x-test-user": ADA}
+            )
+        assert renamed.status_code == 200, renamed.text
+        return "renamed"
+
+    renaming = agent.create_agent().clone(tools=[rename_it])
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: renaming)
+    body = {"input": [{"role": "user", "content": "Use rename_it"}], "context": {"conversation_id": conversation}}
+    items, _ = post_turn(client, body, stream=False)
+    assert items[1] == {**items[1], "type": "function_call_output", "output": "renamed"}
+    assert titles(client, conversation) == ["Mine"]
 
 
 def test_a_body_that_is_not_json_is_a_400(client):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from agent_server.memory.schema import conversations, items
+from agent_server.memory.schema import conversations, items, turn_queue
 
 
 def named(owner: str, conversation_id: str) -> dict[str, str]:
@@ -33,21 +33,43 @@ def items_of(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:
 _THIS = sa.and_(conversations.c.owner == sa.bindparam("of_owner"), conversations.c.id == sa.bindparam("of_id"))
 _ITS_ITEMS = sa.and_(items.c.owner == sa.bindparam("of_owner"), items.c.conversation_id == sa.bindparam("of_id"))
 
-# A lease free, or run out before `now`, or `new_lease` already (the same start, run again after a dropped
-# connection: store.py), becomes `new_lease` until `until`.
+NOBODY = 2**62  # `before` for a turn that has not waited: any live waiter comes before it
+# No live waiter for this conversation came before ticket `before` (queue.py): turns take it in the order they came.
+_NONE_BEFORE = ~sa.exists().where(
+    turn_queue.c.owner == sa.bindparam("of_owner"),
+    turn_queue.c.conversation_id == sa.bindparam("of_id"),
+    turn_queue.c.expires_at >= sa.bindparam("now"),
+    turn_queue.c.ticket < sa.bindparam("before", type_=sa.BigInteger),
+)
+# A lease free, or run out before `now`, with no waiter before `before`; or `new_lease` already (the same start,
+# run again after a dropped connection: store.py), becomes `new_lease` until `until`.
 TAKE = (
     conversations.update()
     .where(
         _THIS,
         sa.or_(
-            conversations.c.lease.is_(None),
-            conversations.c.lease_until < sa.bindparam("now"),
+            sa.and_(
+                sa.or_(conversations.c.lease.is_(None), conversations.c.lease_until < sa.bindparam("now")),
+                _NONE_BEFORE,
+            ),
             conversations.c.lease == sa.bindparam("new_lease"),
         ),
     )
     .values(lease=sa.bindparam("new_lease"), lease_until=sa.bindparam("until"))
 )
 EXISTS = sa.select(conversations.c.id).where(_THIS)
+# A new conversation, held by `new_lease` until `until`, unless a waiter before `before` waits for it (its first
+# turn failed, and was not kept).
+CREATE = conversations.insert().from_select(
+    ["owner", "id", "title", "created_at", "updated_at", "lease", "lease_until"],
+    sa.select(
+        *(sa.bindparam(name, type_=sa.String) for name in ("of_owner", "of_id")),
+        sa.literal(""),
+        *(sa.bindparam(name, type_=sa.Float) for name in ("now", "now")),
+        sa.bindparam("new_lease", type_=sa.String),
+        sa.bindparam("until", type_=sa.Float),
+    ).where(_NONE_BEFORE),
+)
 ITEMS = (
     sa.select(items.c.item, items.c.item_id, items.c.format, items.c.trace_id).where(_ITS_ITEMS).order_by(items.c.seq)
 )
@@ -65,6 +87,11 @@ FINISH = (
 )
 DELETE_ITEMS = items.delete().where(_ITS_ITEMS)
 RETITLE = conversations.update().where(_THIS).values(title=sa.bindparam("new_title"))
+# A first turn's title, from its first message: only while the conversation has none, so that a rename made while
+# the turn ran stays (a rename is never empty: api.py).
+TITLE_UNTITLED = (
+    conversations.update().where(_THIS, conversations.c.title == "").values(title=sa.bindparam("new_title"))
+)
 SEQS = sa.select(items.c.seq, items.c.starts_turn).where(_ITS_ITEMS).order_by(items.c.seq)
 DROP_BEFORE = items.delete().where(_ITS_ITEMS, items.c.seq < sa.bindparam("cut"))
 LEASE_STATE = sa.select(conversations.c.lease, conversations.c.updated_at).where(_THIS)
@@ -80,9 +107,10 @@ TAKE_AND_READ = (
     )
     .order_by(items.c.seq)
 )
-# Its finish: FINISH and RETITLE (`new_title` NULL: kept), and the turn's items written after the stored ones from
-# one array parameter per column (ADDED: the column, and its parameter), numbered from 0 in `added_seq`. The items
-# are written only if the lease was still held; the row returned says so, with how many items there were before.
+# Its finish: FINISH and TITLE_UNTITLED (`new_title` NULL, or a title there already: kept), and the turn's items
+# written after the stored ones from one array parameter per column (ADDED: the column, and its parameter), numbered
+# from 0 in `added_seq`. The items are written only if the lease was still held; the row returned says so, with how
+# many items there were before.
 ADDED = {
     "seq": "added_seq", "starts_turn": "added_starts_turn", "format": "added_format", "item": "added_item",
     "item_id": "added_item_id", "trace_id": "added_trace_id",
@@ -94,7 +122,9 @@ _KEPT = (
         lease=None,
         lease_until=None,
         updated_at=sa.bindparam("now"),
-        title=sa.func.coalesce(sa.bindparam("new_title", type_=sa.String), conversations.c.title),
+        title=sa.func.coalesce(
+            sa.func.nullif(conversations.c.title, ""), sa.bindparam("new_title", type_=sa.String), conversations.c.title
+        ),
     )  # fmt: skip
     .returning(
         conversations.c.owner,

@@ -22,14 +22,16 @@ from agent_server.memory.schema import conversations, items
 
 
 def start_turn(
-    owner: str, conversation_id: str, lease: str, hold_seconds: float, connection: sa.Connection
-) -> list[StoredItem]:
+    owner: str, conversation_id: str, lease: str, hold_seconds: float, connection: sa.Connection,
+    before: int = statements.NOBODY,
+) -> list[StoredItem]:  # fmt: skip
     """Each statement stands alone (on PostgreSQL each commits by itself: Store._run), and the whole may run again
     after a dropped connection: taking the lease is one statement, and taking it again with the same `lease` is
-    allowed (statements.TAKE); what is read with it, or after it, is the conversation as that lease holds it."""
+    allowed (statements.TAKE); what is read with it, or after it, is the conversation as that lease holds it.
+    Busy while another turn holds it, or a live waiter came before ticket `before` (queue.py)."""
     now = time.time()
     this = statements.named(owner, conversation_id)
-    take = {**this, "now": now, "new_lease": lease, "until": now + hold_seconds}
+    take = {**this, "now": now, "new_lease": lease, "until": now + hold_seconds, "before": before}
     if connection.dialect.name == "postgresql":
         rows = connection.execute(statements.TAKE_AND_READ, take).all()
         if rows:  # taken; a conversation with no items yet gives one row of NULLs
@@ -39,14 +41,11 @@ def start_turn(
     if connection.scalar(statements.EXISTS, this) is not None:
         raise Busy(conversation_id)
     try:
-        connection.execute(
-            conversations.insert().values(
-                owner=owner, id=conversation_id, title="", created_at=now, updated_at=now,
-                lease=lease, lease_until=now + hold_seconds,
-            )
-        )  # fmt: skip
+        created = connection.execute(statements.CREATE, take).rowcount
     except sa.exc.IntegrityError:  # another instance created it a moment ago, and holds it
         raise Busy(conversation_id) from None
+    if not created:  # turns wait for it (its first turn failed, and was not kept): they go first
+        raise Busy(conversation_id)
     return []
 
 
@@ -55,7 +54,7 @@ def finish_turn(
     max_items: int, connection: sa.Connection,
 ) -> None:  # fmt: skip
     """In one transaction: the lease given back, the turn's items after the stored ones (or, `replaces`, instead of
-    them), the title, and the oldest turns over `max_items` dropped."""
+    them), the title (if it has none yet), and the oldest turns over `max_items` dropped."""
     this = statements.named(owner, conversation_id)
     kept = connection.execute(statements.FINISH, {**this, "held": lease, "now": time.time()}).first()
     if kept is None:  # the lease ran out and another turn took the conversation, or it was deleted
@@ -68,7 +67,7 @@ def finish_turn(
         named = {"owner": owner, "conversation_id": conversation_id}
         connection.execute(items.insert(), [{**named, **_row(item, first + n)} for n, item in enumerate(turn)])
     if title is not None:
-        connection.execute(statements.RETITLE, {**this, "new_title": title})
+        connection.execute(statements.TITLE_UNTITLED, {**this, "new_title": title})
     if 0 < max_items < stored + len(turn):  # under the limit (most turns), no need to read the conversation's seqs
         keep_newest(owner, conversation_id, max_items, connection)
 
