@@ -6,7 +6,8 @@ and `agent_conversation_items` (the conversation's items in order, as history.re
 renders them, in JSON; an answer's with the trace of the turn that made it, for feedback).
 Two more keep background runs (agent_server/runs/): `agent_runs` (one row per run: its owner,
 status, holder and heartbeat) and `agent_run_events` (each run's stream, in order).
-A fifth, `agent_memory_schema`, holds the schema version.
+`agent_turn_queue` holds the turns that wait for a busy conversation, in the order they came (queue.py).
+`agent_memory_schema` holds the schema version.
 
 The schema changes only forward: MIGRATIONS[n] takes a database from version n-1 to n, and
 store.py's `open` runs the ones a database has not had, in one transaction, at start-up. A
@@ -20,7 +21,6 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 3
 ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
 
 metadata = sa.MetaData()
@@ -79,6 +79,17 @@ run_events = sa.Table(
     sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("data", sa.Text, nullable=False),  # the event's JSON, byte for byte as it was streamed
 )
+turn_queue = sa.Table(
+    "agent_turn_queue",
+    metadata,
+    # Increasing: the order the waiters came in (SQLite's rowid, a BIGSERIAL on PostgreSQL).
+    sa.Column("ticket", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("owner", sa.String(320), nullable=False),
+    sa.Column("conversation_id", sa.String(200), nullable=False),
+    sa.Column("lease", sa.String(64), nullable=False, unique=True),  # the lease the waiter will take it with
+    sa.Column("expires_at", sa.Float, nullable=False, index=True),  # kept by the waiter while it waits
+    sa.Index("agent_turn_queue_conversation", "owner", "conversation_id", "ticket"),
+)
 
 
 def _version_1(connection: sa.Connection) -> None:
@@ -95,7 +106,14 @@ def _version_3(connection: sa.Connection) -> None:
         connection.execute(sa.text(f"ALTER TABLE {items.name} ADD COLUMN trace_id VARCHAR(64)"))
 
 
+def _version_5(connection: sa.Connection) -> None:
+    metadata.create_all(connection, tables=[turn_queue])
+
+
 MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3}
+MIGRATIONS.setdefault(4, lambda connection: None)  # PLACEHOLDER until approval keys' migration 4 lands
+MIGRATIONS[5] = _version_5  # the turn queue
+SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 
 class SchemaTooNew(RuntimeError):
