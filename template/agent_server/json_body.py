@@ -1,15 +1,18 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The JSON body of a small request (feedback, a conversation's new title), read only as far as it can be long, and
-the text it brings checked for characters that would hide or disguise what is shown."""
+"""The JSON body of a small request (feedback, a conversation's new title), read only as far as it can be long and
+only for as long as BODY_TIMEOUT_SECONDS, and the text it brings checked for characters that would hide or disguise
+what is shown."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import unicodedata
 from typing import Any
 
 from starlette.requests import Request
 
+from agent_server import config
 from agent_server.errors import BadRequest
 
 # Characters that would let a text pass for another: bidirectional overrides and isolates.
@@ -31,12 +34,18 @@ def check_shown_text(text: str, param: str, lines: bool = False) -> None:
 
 
 async def small_json(request: Request, limit: int, what: str) -> Any:
-    """The body as JSON: a body over `limit` bytes is a 413 before it is all read, one that is not JSON a 400."""
+    """The body as JSON: a body over `limit` bytes is a 413 before it is all read, one that is not JSON a 400, and
+    one that takes longer than BODY_TIMEOUT_SECONDS to arrive, however it trickles, a 408 (as request_guard.py's)."""
+    seconds = config.settings().limits.body_timeout_seconds
     raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise BadRequest(f"The {what} body is over {limit} bytes.", status=413)
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                raw += chunk
+                if len(raw) > limit:
+                    raise BadRequest(f"The {what} body is over {limit} bytes.", status=413)
+    except TimeoutError:
+        raise BadRequest(f"The request body did not arrive within {seconds:g} s.", status=408) from None
     try:
         return json.loads(raw)
     except ValueError:

@@ -219,14 +219,16 @@ def test_a_stalled_upload_is_a_408(app_settings, api_mode):
     assert "did not arrive within 1 s" in body["error"]["message"]
 
 
-def test_a_body_that_trickles_in_is_a_408_at_its_deadline(app_settings, api_mode):
-    """BODY_TIMEOUT_SECONDS bounds the whole body: a byte every 0.3 s never stalls long, and still runs out."""
+@pytest.mark.parametrize("request_line", ["POST /invocations", "POST /feedback", "PATCH /conversations/some-chat"])
+def test_a_body_that_trickles_in_is_a_408_at_its_deadline(app_settings, api_mode, request_line):
+    """BODY_TIMEOUT_SECONDS bounds the whole body: a byte every 0.3 s never stalls long, and still runs out. So do
+    the small bodies: feedback's, a new title's (json_body.py)."""
     app_settings.setenv("BODY_TIMEOUT_SECONDS", "1")
     from agent_server.app import app
 
     with ServerThread(app) as url, socket.create_connection(url.removeprefix("http://").split(":")) as sock:
         port = url.rsplit(":", 1)[1]
-        head = f"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        head = f"{request_line} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
         sock.sendall(f"{head}Content-Length: 1000\r\n\r\n".encode())
         started = time.monotonic()
         sock.settimeout(0.3)
