@@ -913,30 +913,42 @@ def test_a_reload_mid_answer_resumes_the_run_with_nothing_lost_or_twice(slow_too
     assert not chat.errors
 
 
-def test_stop_cancels_the_run_and_the_conversation_keeps_its_prompt(slow_tools_app, browser_page, artifacts):
+def test_stop_during_a_tool_keeps_the_conversation_and_its_stopped_turn(slow_tools_app, browser, artifacts):
+    """A turn, then a slow tool stopped while it runs: the conversation keeps the first turn and the stopped one,
+    reopened from the list on a fresh page, and the model's next answer sees them all."""
     calls_before = len(httpx.get(f"{slow_tools_app['tools']}/calls").json())
-    chat = ChatPage(browser_page, slow_tools_app["url"])
-    browser_page.fill("#prompt", "Please run slow_lookup")
+    chat = ChatPage(browser.new_page(), slow_tools_app["url"])
+    chat.ask("Hello")
+    chat.page.fill("#prompt", "Please run slow_lookup")
     chat.send.click()
-    run = pending_run(browser_page)
+    run = pending_run(chat.page)
     for _ in range(1500):  # Stop while the tool runs
         if len(httpx.get(f"{slow_tools_app['tools']}/calls").json()) > calls_before:
             break
-        browser_page.wait_for_timeout(20)
-    stop = browser_page.get_by_role("button", name="Stop the answer")
+        chat.page.wait_for_timeout(20)
+    stop = chat.page.get_by_role("button", name="Stop the answer")
     expect(stop).to_be_visible()
-    screenshots(browser_page, artifacts, "chat-stop")
+    screenshots(chat.page, artifacts, "chat-stop")
     stop.focus()
-    browser_page.keyboard.press("Enter")  # keyboard alone
-    expect(browser_page.locator(".stopped")).to_have_text("Stopped")
+    chat.page.keyboard.press("Enter")  # keyboard alone
+    expect(chat.page.locator(".stopped")).to_have_text("Stopped")
     expect(stop).to_be_hidden()
     assert httpx.get(f"{slow_tools_app['url']}/responses/{run['runId']}").json()["status"] == "cancelled"
     kept = httpx.get(f"{slow_tools_app['url']}/conversations/{run['conversationId']}").json()["items"]
-    assert kept[0]["content"] == "Please run slow_lookup" and kept[-1]["type"] == "function_call_output"
+    assert [item.get("role") or item["type"] for item in kept] == [
+        "user", "assistant", "user", "function_call", "function_call_output"], kept  # fmt: skip
+    assert kept[0]["content"] == "Hello" and kept[2]["content"] == "Please run slow_lookup"
     assert "interrupted" in kept[-1]["output"]
-    chat.ask("Never mind")
-    expect(chat.replies.last).to_contain_text("I saw 2 user, 0 assistant and 1 tool turns. You said: Never mind")
-    assert not chat.errors
+
+    reopened = ChatPage(browser.new_page(), slow_tools_app["url"])
+    reopened.conversations.filter(has_text="Hello").first.click()
+    turns = reopened.page.locator(".turn")
+    expect(turns.nth(0)).to_have_text("Hello")
+    expect(turns.nth(2)).to_have_text("Please run slow_lookup")
+    expect(turns).to_have_count(4)  # Hello, its answer, the prompt, and the stopped call
+    reopened.ask("Never mind")
+    expect(reopened.replies.last).to_contain_text("I saw 3 user, 1 assistant and 1 tool turns. You said: Never mind")
+    assert not chat.errors and not reopened.errors
 
 
 def test_an_mcp_tool_that_asks_first_runs_once_approved_and_never_denied(slow_tools_app, browser_page):
