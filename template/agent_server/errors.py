@@ -24,7 +24,8 @@ sees the response go out, replaces that 500 with the status this module gives it
 
 A streamed response has sent its 200 before the model is called, so there the failure is
 an `error` event in the stream instead. A `param` the model names (`input[5]`, or in
-chat-completions mode `messages.[6]`) is turned into the index of the client's own item.
+chat-completions mode `messages.[6]`) is turned into the index of the client's own item. A guardrail that trips
+is no failure: the handlers answer it with a refusal, a 200 (guardrails.py).
 
 The SDK and the openai client are imported on first use, not with this module: start-app checks the settings
 of the modules that import this one before it loads them (seconds of imports).

@@ -12,7 +12,7 @@ from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import agent, approved_calls, errors, llm, mcp_connections, memory, request_state, tracing
+from agent_server import agent, approved_calls, errors, guardrails, llm, mcp_connections, memory, request_state, tracing
 from agent_server.history import approvals, render_history
 from agent_server.offload import INLINE_ITEMS, cpu_work
 from agent_server.output_items import ReplayableOutput, replayable_id, to_output_item, with_unique_call_ids
@@ -104,17 +104,24 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
         owners_agent = for_this_request(agent.create_agent(), servers)
         ran = await approved_calls.run_approved(history, servers, owners_agent)
         request_state.record_input(history, has_instructions=owners_agent.instructions is not None)
+        refused = None
         try:
             result = await Runner.run(owners_agent, sdk_input(history), run_config=RUN_CONFIG)
+            new_items, interruptions = result.new_items, result.interruptions
         except errors.model_failures() as error:
             request_state.record_failure(error)  # UpstreamErrors answers with the status that says why, not a 500
             raise
+        except guardrails.tripwires() as tripped:  # an answer that says no, not a 500 (guardrails.py)
+            refused, new_items, interruptions = guardrails.refusal(tripped), guardrails.kept_items(tripped), []
     output = ReplayableOutput()
     # A call waiting for approval is in new_items twice: as the call, and as the approval it waits for.
-    run_items = [run_item for run_item in result.new_items if not isinstance(run_item, ToolApprovalItem)]
+    run_items = [run_item for run_item in new_items if not isinstance(run_item, ToolApprovalItem)]
     items = [item for run_item in run_items for item in output.add(run_item.raw_item)]
-    waiting = await cpu_work(not result.interruptions, approval_requests, request, result.interruptions)
+    waiting = await cpu_work(not interruptions, approval_requests, request, interruptions)
     answer = [*ran, *items, *finished(output, waiting)]
+    if refused is not None:
+        answer.append(refused.item)
+        extra = guardrails.marked(extra, refused)
     await _stored(turn, answer)
     return ResponsesAgentResponse.model_validate({"output": answer, "custom_outputs": extra})
 
@@ -157,6 +164,7 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
         for item in await approved_calls.run_approved(history, servers, owners_agent):
             answer.append(item)
             yield stream_event("response.output_item.done", item=item, custom_outputs=extra)
+        refused = None
         try:
             async for event in _streamed_run(request, history, owners_agent, done=answer):
                 if event.type == "response.output_item.done":
@@ -165,6 +173,13 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
         except errors.model_failures() as error:
             request_state.record_failure(error)  # a background run's error says the status it stands for
             raise
+        except guardrails.tripwires() as tripped:  # an answer that says no, not an error event (guardrails.py)
+            refused = guardrails.refusal(tripped)
+        if refused is not None:
+            answer.append(refused.item)
+            yield stream_event("response.output_text.delta", item_id=refused.item["id"], delta=refused.text)
+            marked = guardrails.marked(extra, refused)
+            yield stream_event("response.output_item.done", item=refused.item, custom_outputs=marked)
     # Stored once the turn is complete, before the stream ends: a stream cut short stores nothing.
     await _stored(turn, answer)
 
@@ -176,7 +191,14 @@ async def _streamed_run(
     result = Runner.run_streamed(owners_agent, input=sdk_input(history), run_config=RUN_CONFIG)
     output = ReplayableOutput()
     message_id = replayable_id("message", None)
+    # The message the run may end on goes out with the run's next event, or at its end: until then an output
+    # guardrail may still block it (guardrails.py), and a blocked answer must not reach a client as finished.
+    held: list[dict[str, Any]] = []
     async for event in result.stream_events():
+        for item in held:
+            done.append(item)
+            yield stream_event("response.output_item.done", item=item)
+        held = []
         if isinstance(event, RawResponsesStreamEvent):
             data = event.data
             if data.type == "response.output_item.added" and getattr(data.item, "type", None) == "message":
@@ -190,6 +212,9 @@ async def _streamed_run(
                     await told(started)
             own_id = message_id if isinstance(event.item, MessageOutputItem) else None
             for item in output.add(event.item.raw_item, message_id=own_id):
+                if item["type"] == "message":
+                    held.append(item)  # the last of what add() gives (output_items.py)
+                    continue
                 done.append(item)
                 yield stream_event("response.output_item.done", item=item)
     # openai-agents 0.24 (agents/sandbox/runtime.py): the result keeps its sandbox clean-up, a closure that keeps the
@@ -198,6 +223,6 @@ async def _streamed_run(
     if getattr(result, "_sandbox_cleanup", None) is not None:
         result._sandbox_cleanup = None
     waiting = await cpu_work(not result.interruptions, approval_requests, request, result.interruptions)
-    for item in finished(output, waiting):
+    for item in [*held, *finished(output, waiting)]:
         done.append(item)
         yield stream_event("response.output_item.done", item=item)

@@ -168,6 +168,18 @@ def tag_trace(owner: str | None, conversation_id: str | None) -> str | None:
     return str(span.trace_id)
 
 
+def tag_guardrail(name: str) -> None:
+    """Tag the current trace with the guardrail that tripped (guardrails.py), so the refused turns can be found."""
+    import mlflow
+
+    if mlflow.get_current_active_span() is None:
+        return  # not traced
+    try:
+        mlflow.update_current_trace(tags={"guardrail": name})
+    except Exception as error:  # tracing must never fail a request
+        logger.debug("could not tag the trace with its guardrail: %s", error)
+
+
 def flush_on_stop() -> None:
     """Every process start-app serves in (uvicorn's workers inherit the environment) flushes as it stops."""
     os.environ[_FLUSH_ON_STOP] = "1"

@@ -48,13 +48,28 @@ class SseReader:
                 yield b"\n".join(lines).decode()
 
 
-def output_items(events: Iterable[str]) -> list[dict[str, Any]]:
+class Output(list[dict[str, Any]]):
+    """A run's finished items, in order (its replayable output), and the guardrail that refused its turn, if one
+    did (guardrails.py: the stream says so in the refusal's `custom_outputs`), for the response's."""
+
+    guardrail: str | None = None
+
+    @classmethod
+    def of_response(cls, response: dict[str, Any]) -> Output:
+        """The output a response object (a run's last event's) gives."""
+        output = cls(response.get("output") or [])
+        output.guardrail = (response.get("custom_outputs") or {}).get("guardrail")
+        return output
+
+
+def output_items(events: Iterable[str]) -> Output:
     """The finished items of a run's events, in order: its replayable output."""
-    done = []
+    done = Output()
     for data in events:
         event = json.loads(data)
         if event.get("type") == "response.output_item.done":
             done.append(event["item"])
+            done.guardrail = (event.get("custom_outputs") or {}).get("guardrail", done.guardrail)
     return done
 
 
@@ -88,6 +103,8 @@ def response_object(run: Run, output: list[dict[str, Any]] | None) -> dict[str, 
         "output": output or [],
         "custom_outputs": {"session_id": run.conversation_id} if run.conversation_id else {},  # "": none (requests.py)
     }
+    if isinstance(output, Output) and output.guardrail:
+        response["custom_outputs"]["guardrail"] = output.guardrail
     if run.trace_id:
         response["metadata"] = {"trace_id": run.trace_id}  # MLflow's place for it (x-mlflow-return-trace-id)
     return response

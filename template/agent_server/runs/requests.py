@@ -170,7 +170,7 @@ async def stored_output(run_id: str) -> list[dict[str, Any]]:
         cursor = batch[-1][0]
     last = json.loads(found[-1]) if found else {}
     if last.get("type") in events.TERMINAL_EVENTS.values() and isinstance(last.get("response", {}).get("output"), list):
-        return list(last["response"]["output"])
+        return events.Output.of_response(last["response"])
     return events.output_items(found)
 
 
