@@ -7,12 +7,13 @@ validated the way the real OpenAI API validates it, so a history bug (an unknown
 `null` where a string belongs, a tool output without its call) fails offline with the same
 400 it would get in production, instead of passing here and failing there.
 
-One concern per module: replies.py (what it says), judging.py (its verdicts, as a judge that is asked for
-structured output), chat_format.py and responses_format.py (the two wire formats), validation.py (the
-strict checks), server.py (the ASGI app and its CLI).
+One concern per module: replies.py (what it says), arguments.py (what it calls a tool with), judging.py (its
+verdicts, as a judge that is asked for structured output), chat_format.py and responses_format.py (the two wire
+formats), validation.py (the strict checks), server.py (the ASGI app and its CLI).
 
 The reply is computed from the conversation: it either calls a tool the latest user turn
-names (or `get_current_time` when it mentions the time), or says
+names (or `get_current_time` when it mentions the time), with arguments that satisfy the tool's
+parameters (its required ones, each a value of its type; an enum its first member), or says
 "Offline model: I saw {u} user, {a} assistant and {t} tool turns. You said: {latest user text}".
 
 When the latest user turn also says "twice", it calls the tool twice in one answer.

@@ -12,6 +12,7 @@ from typing import Any
 
 from agent_server.config import OFFLINE_CALL_ID_STYLES
 from agent_server.offline import judging
+from agent_server.offline.arguments import tool_arguments
 
 CALL_ID_STYLES = OFFLINE_CALL_ID_STYLES
 
@@ -44,14 +45,14 @@ class Answer:
 def chat_answer(body: dict[str, Any]) -> Answer:
     if (schema := judging.requested_schema(body)) is not None:
         return structured_answer(body["messages"], schema)
-    tools = [tool["function"]["name"] for tool in _offered_function_tools(body)]
+    tools = {tool["function"]["name"]: tool["function"].get("parameters") for tool in _offered_function_tools(body)}
     return answer(body["messages"], chat_turns(body["messages"]), tools, body.get("tool_choice") == "required")
 
 
 def responses_answer(body: dict[str, Any]) -> Answer:
     if (schema := judging.requested_schema(body)) is not None:
         return structured_answer(body["input"], schema)
-    tools = [tool["name"] for tool in _offered_function_tools(body)]
+    tools = {tool["name"]: tool.get("parameters") for tool in _offered_function_tools(body)}
     return answer(body["input"], responses_turns(body["input"]), tools, body.get("tool_choice") == "required")
 
 
@@ -104,9 +105,12 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-def answer(history: Any, turns: list[Turn], tool_names: list[str], tool_required: bool = False) -> Answer:
-    """Call a tool the latest user turn asks for (or the first one, when a tool call is required),
-    or describe the conversation."""
+def answer(
+    history: Any, turns: list[Turn], tools: dict[str, dict[str, Any] | None], tool_required: bool = False
+) -> Answer:
+    """Call a tool the latest user turn asks for (or the first one, when a tool call is required), with arguments
+    its parameters' schema accepts (arguments.py), or describe the conversation. `tools`: parameters by name."""
+    tool_names = list(tools)
     digest = request_digest(history)
     last_user = max((i for i, turn in enumerate(turns) if turn.role == "user"), default=-1)
     latest_user_text = turns[last_user].text if last_user >= 0 else ""
@@ -118,7 +122,8 @@ def answer(history: Any, turns: list[Turn], tool_names: list[str], tool_required
     text, tool_calls = "", tuple[ToolCall, ...]()
     if tool is not None:
         count = 2 if re.search(r"\btwice\b", latest_user_text.lower()) else 1
-        tool_calls = tuple(ToolCall(call_id=_call_id(digest, n), name=tool, arguments="{}") for n in range(count))
+        arguments = tool_arguments(tools.get(tool))
+        tool_calls = tuple(ToolCall(_call_id(digest, n), tool, arguments) for n in range(count))
     else:
         counts = {role: sum(turn.role == role for turn in turns) for role in ("user", "assistant", "tool")}
         text = (
