@@ -14,6 +14,7 @@ from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse
 
 from agent_server import agent, approved_calls, errors, guardrails, llm, mcp_connections, memory, request_state, tracing
 from agent_server.history import approvals, render_history
+from agent_server.logs import tool_failure
 from agent_server.offload import INLINE_ITEMS, cpu_work
 from agent_server.output_items import ReplayableOutput, replayable_id, to_output_item, with_unique_call_ids
 
@@ -75,7 +76,8 @@ def customize_history(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # The same for every run, so made once: the SDK's RunConfig() inspects its own type hints each time it is built.
 # A call to a tool the agent does not have (a name the model made up) is answered to the model as an error
 # output, and the turn goes on (openai-agents' tool_not_found_behavior, in 0.20 to 0.24); it used to fail the turn.
-RUN_CONFIG = RunConfig(tool_not_found_behavior="return_error_to_model")
+# A tool that raises is logged with why (logs.py): the model is told only that an error occurred.
+RUN_CONFIG = RunConfig(tool_not_found_behavior="return_error_to_model", tool_error_formatter=tool_failure)
 
 
 def sdk_input(history: list[dict[str, Any]]) -> list[TResponseInputItem]:

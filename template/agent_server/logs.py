@@ -4,16 +4,24 @@
 - LOG_LEVEL: DEBUG, INFO (the default), WARNING or ERROR.
 - LOG_FORMAT: text, or json (one JSON object per line, which log search tools read field by field).
   The default is json when deployed (Databricks Apps, or APP_ENV=production), text otherwise.
+
+A tool that fails is logged here too (`tool_failure`), with its exception and traceback.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import traceback
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_server import config
+
+if TYPE_CHECKING:  # start-app reads this module before the SDK is imported
+    from agents import ToolErrorFormatterArgs
+
+logger = logging.getLogger(__name__)
 
 TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -71,3 +79,21 @@ def log_config(current: config.Settings | None = None) -> dict[str, Any]:
             "httpx2": clients,
         },
     }
+
+
+def tool_failure(failed: ToolErrorFormatterArgs[Any]) -> None:
+    """The runs' `tool_error_formatter`: a tool that raised is logged at WARNING, with where and why.
+
+    openai-agents tells the model only "An error occurred while running the tool" and logs the exception nowhere
+    (only at DEBUG, without it, unless OPENAI_AGENTS_DONT_LOG_TOOL_DATA=0 logs the arguments too), so an owner's
+    failing tool would fail silently. Returns None: the model reads the SDK's own message, which shows no secret.
+    openai-agents passes tool exceptions here from 0.24 (before, only approval and unknown-tool errors).
+    """
+    error = failed.error
+    if failed.kind != "tool_exception" or error is None:
+        return None
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (raised at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
+    message = "Tool %s failed, so the model was told only that an error occurred: %s: %s%s"
+    logger.warning(message, failed.tool_name, type(error).__name__, error, where, exc_info=error)
+    return None

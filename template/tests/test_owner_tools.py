@@ -1,6 +1,6 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
 """The owner's own function tools, added to agent.py as AGENTS.md says: the offline model calls them with arguments
-their parameters accept (offline/arguments.py)."""
+their parameters accept (offline/arguments.py), and a tool that fails is logged with why (logs.tool_failure)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import enum
 import json
+import logging
 import uuid
 from typing import Annotated, Any, Literal
 
@@ -97,3 +98,22 @@ def test_the_arguments_satisfy_bounds_lengths_tuples_and_nullables_as_the_sdk_ch
     sides, ratio, code, *_ = output.split()
     assert 4 <= int(sides) <= 20 and float(ratio) > 2.5 and len(code) == 12
     assert tool_arguments(tool.params_json_schema) == arguments, "the same schema gets the same arguments"
+
+
+def test_a_tool_that_raises_is_logged_with_why_and_the_model_reads_the_sdks_message(app_client, monkeypatch, caplog):
+    @function_tool
+    def roll_dice(sides: int) -> str:
+        """Roll a die."""
+        raise ValueError(f"a die with {sides} side cannot roll")
+
+    owners = Agent(name="dice", instructions="x", model=llm.model(), tools=[roll_dice])
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: owners)
+    with caplog.at_level(logging.WARNING, logger="agent_server"):
+        reply = reply_text(Chat(app_client, stream=False).send("roll_dice please"))
+    assert reply.startswith(f"The tool returned: {SDK_FALLBACK}")
+    [record] = [record for record in caplog.records if record.name == "agent_server.logs"]
+    assert record.levelno == logging.WARNING
+    assert "Tool roll_dice failed" in record.getMessage()
+    assert "ValueError: a die with 1 side cannot roll (raised at " in record.getMessage()
+    assert "in roll_dice)" in record.getMessage()
+    assert record.exc_info and record.exc_info[1].args == ("a die with 1 side cannot roll",)
