@@ -16,12 +16,16 @@ second answer replaces the first (`mlflow.update_assessment`).
 A trace is the caller's when its `mlflow.trace.user` (tracing.tag_trace) is the caller: any other trace,
 an unknown one included, is a 404 that says nothing about whose it is. With MLFLOW_TRACE_SAMPLING_RATIO=0
 there are no traces, and the 404 says so. MLflow's calls block (a file store, or a tracking server), so
-the route runs in FastAPI's thread pool, off the event loop.
+the route runs in FastAPI's thread pool, off the event loop; a process writes one trace's feedback one at a time.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
+from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -53,7 +57,28 @@ async def give_feedback(request: Request) -> Response:
         return error_response(
             404, "This app keeps no traces (MLFLOW_TRACE_SAMPLING_RATIO=0), so there is no answer to give feedback on."
         )
-    return await run_in_threadpool(_recorded, trace_id, owner, value, comment)
+    async with _one_at_a_time(trace_id):
+        return await run_in_threadpool(_recorded, trace_id, owner, value, comment)
+
+
+_WRITING: dict[str, asyncio.Lock] = {}
+_WAITING: Counter[str] = Counter()
+
+
+@contextlib.asynccontextmanager
+async def _one_at_a_time(trace_id: str) -> AsyncIterator[None]:
+    """This process's feedback on one trace, written one at a time: MLflow's file store reads a trace half written
+    by another request (a 500, or a 404 for a trace that is the caller's), and two first answers at once would
+    each log one. Waiting here, not in the thread pool, a burst holds none of its threads."""
+    lock = _WRITING.setdefault(trace_id, asyncio.Lock())
+    _WAITING[trace_id] += 1
+    try:
+        async with lock:
+            yield
+    finally:
+        _WAITING[trace_id] -= 1
+        if not _WAITING[trace_id]:
+            del _WAITING[trace_id], _WRITING[trace_id]
 
 
 MAX_READ = 100

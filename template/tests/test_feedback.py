@@ -5,7 +5,9 @@ sampled out: tests/test_tracing.py."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import mlflow
 import pytest
@@ -77,6 +79,39 @@ def test_feedback_is_one_per_user_and_a_second_replaces_the_first(client):
     assert again.status_code == 200 and again.json()["replaced"] is True, again.text
     [feedback] = user_feedback(trace_id)
     assert (feedback.value, feedback.rationale, feedback.source.source_id) == (True, "Better on reflection.", ADA)
+
+
+def burst(client: TestClient, trace_id: str, size: int) -> list[Any]:
+    """`size` feedbacks on the trace at once, from as many threads: each one's response, or the app's exception."""
+    start, answers = threading.Barrier(size), []
+
+    def give(n: int) -> None:
+        start.wait()
+        try:
+            answers.append(client.post("/feedback", json={"trace_id": trace_id, "value": n % 2 == 0}))
+        except Exception as error:  # the app's exception, which TestClient raises here
+            answers.append(error)
+
+    threads = [threading.Thread(target=give, args=(n,)) for n in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return answers
+
+
+@pytest.mark.usefixtures("traced")
+def test_feedback_given_at_once_on_a_fresh_trace_is_all_answered_and_kept_once(client):
+    """A burst of thumbs on one answer (a user clicking fast, a client retrying): each is a 200, written one after
+    the other, so that the first logs the user's feedback and every later one replaces it. Five answers, each a
+    burst of 20: MLflow's file store, written and read at once, gave a 500 or a 404 now and then, or kept two."""
+    for _ in range(5):
+        trace_id = answer_trace_id(client, stream=False)
+        answers = burst(client, trace_id, 20)
+        failed = [a if isinstance(a, Exception) else a.text for a in answers if getattr(a, "status_code", 0) != 200]
+        assert len(answers) == 20 and not failed, failed
+        assert sorted(answer.json()["replaced"] for answer in answers) == [False] + [True] * 19
+        assert len(user_feedback(trace_id)) == 1
 
 
 @pytest.mark.usefixtures("traced")
