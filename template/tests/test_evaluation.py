@@ -14,6 +14,7 @@ from typing import Any
 
 import mlflow
 import pytest
+from mlflow.utils.file_utils import local_file_uri_to_path
 from support import TRACED, ServerThread, StartedApp, app_env
 
 from agent_server import config
@@ -85,7 +86,21 @@ cases:
     tools, text = case["scores"]["expected_tools"], case["scores"]["required_text"]
     assert not tools["passed"] and 'turn 2: Expected a call to get_weather with {"city": "Paris"}' in tools["rationale"]
     assert not text["passed"] and "does not contain 'It is sunny in Paris'" in text["rationale"]
-    assert "FAILED: 1 cases, 1 failed" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "FAILED: 1 cases, 1 failed" in said.out
+    # Its last line names a command that shows the run: the app's mlflow-skinny has no `mlflow ui` of its own.
+    store = local_file_uri_to_path(os.environ["MLFLOW_TRACKING_URI"])
+    assert said.err.splitlines()[-1] == (
+        f"evaluate: results in {tmp_path / 'results.json'}; see the run and its traces with "
+        f"`MLFLOW_ALLOW_FILE_STORE=true uvx mlflow ui --backend-store-uri {store}`"
+    )
+
+
+def test_the_way_to_see_the_run_follows_where_it_went():
+    uvx = "see the run and its traces with `MLFLOW_ALLOW_FILE_STORE=true uvx mlflow ui --backend-store-uri"
+    assert cli.where_to_look("file:./mlruns") == f"{uvx} ./mlruns`"  # the default, as the README says
+    assert cli.where_to_look("/my store/mlruns") == f"{uvx} '/my store/mlruns'`"
+    assert cli.where_to_look("databricks") == "the run and its traces are in MLflow at databricks"
 
 
 class ModelDownOnCue:

@@ -10,8 +10,9 @@
 It reads .env as start-app does. In process, the app serves with this project's settings, except that its
 conversations go to a temporary SQLite file (never the app's own store) and every turn is traced. The result
 is an MLflow evaluation run in the experiment `evaluation` (or MLFLOW_EXPERIMENT_ID's), with a trace per turn:
-`mlflow ui` shows it. Exit status: 0 when every scorer reaches its threshold, 1 when one does not, 2 when the
-evaluation could not run (a bad cases file, an app that does not answer).
+`uvx mlflow ui` shows it (the app's mlflow-skinny has no UI; its last line says how). Exit status: 0 when every
+scorer reaches its threshold, 1 when one does not, 2 when the evaluation could not run (a bad cases file, an app
+that does not answer).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import sys
 import tempfile
 import threading
@@ -94,8 +96,21 @@ def run(args: argparse.Namespace) -> int:
     print(reports.table(evaluated), flush=True)
     for line in evaluated.failures():
         print(f"evaluate: {line}", file=sys.stderr)
-    print(f"evaluate: results in {args.output}; `mlflow ui` shows the run and its traces", file=sys.stderr)
+    print(f"evaluate: results in {args.output}; {where_to_look(os.environ['MLFLOW_TRACKING_URI'])}", file=sys.stderr)
     return 0 if evaluated.passed else 1
+
+
+def where_to_look(uri: str) -> str:
+    """How to see the run: MLflow's UI, through uvx for a local store (the app's mlflow-skinny has no UI, so
+    `mlflow ui` alone fails with "No module named 'flask'"), or the tracking server it went to."""
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    from agent_server import tracing
+
+    if not tracing._is_local_file_store(uri):
+        return f"the run and its traces are in MLflow at {uri}"
+    store = shlex.quote(local_file_uri_to_path(uri))
+    return f"see the run and its traces with `MLFLOW_ALLOW_FILE_STORE=true uvx mlflow ui --backend-store-uri {store}`"
 
 
 def evaluate(evaluation_set: case_files.EvaluationSet, args: argparse.Namespace, judge: str | None) -> reports.Report:
