@@ -5,7 +5,8 @@
 A turn is a POST to /invocations or /responses while it runs: a request, or a background run's attempt (this
 middleware sits below the runs' one, so a run counts once however often it is read, and a retry that a kept
 run answers counts nothing). The identity is conversation memory's (memory.owner_of): the user Databricks Apps
-forwards, or MEMORY_USER_HEADER's; a request whose identity cannot be read passes on, to the request guard's 4xx.
+forwards, or MEMORY_USER_HEADER's. A turn whose identity cannot be read (no header, the header twice, one too long)
+gets the 401 or 400 memory gives it, with memory off too: it would be counted against no one.
 
 With either limit set, an identity's turns also share the event loop fairly (fair_steps.py): while the turn of an
 identity with fewer turns running is busy, the steps of those with more wait.
@@ -126,8 +127,9 @@ class FairShares(HttpMiddleware):
             return
         try:
             owner = memory.owner_of(Headers(scope=scope))
-        except BadRequest:  # the request guard answers it
-            await self.app(scope, receive, send)
+        except BadRequest as error:  # uncounted, it would go past the limits: refused, memory on or off
+            why = f"{error} Each user's turns are limited (RATE_LIMIT_*), so a turn must name its user."
+            await error_response(error.status, why, error.param)(scope, receive, send)
             return
         refused = SHARES.claim(owner, limits.turns_per_minute, limits.turns_at_once, time.monotonic())
         if refused is not None:

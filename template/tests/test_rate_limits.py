@@ -80,6 +80,27 @@ def test_an_identity_over_its_turns_at_once_gets_a_429_until_one_ends(served, ap
     assert turn(served, ada).status_code == 200, "the identity's turn ended: it may take another"
 
 
+def test_with_memory_off_a_turn_whose_identity_cannot_be_read_is_refused_not_uncounted(app_settings, api_mode):
+    """Memory off, MEMORY_USER_HEADER set: a turn with no identity, two, or one too long would be counted against no
+    one. It gets memory's own 401 or 400, however many are sent."""
+    app_settings.setenv("MEMORY_BACKEND", "none")
+    app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
+    app_settings.setenv("RATE_LIMIT_TURNS_PER_MINUTE", "3")
+    from agent_server.app import app
+
+    unreadable = {
+        "none": ([], 401, "names none (x-test-user)"),
+        "twice": ([("x-test-user", "ada@example.com"), ("x-test-user", "bob@example.com")], 400, "2 times"),
+        "too long": ([("x-test-user", "a" * 400)], 400, "400 characters; at most 320"),
+    }
+    with ServerThread(app) as url:
+        for headers, status, says in unreadable.values():
+            answers = [httpx.post(f"{url}/invocations", json={"input": "Hello"}, headers=headers) for _ in range(4)]
+            assert [answer.status_code for answer in answers] == [status] * 4, answers[-1].text
+            assert says in answers[-1].json()["error"]["message"] and "RATE_LIMIT" in answers[-1].text
+        assert turn(url, someone()).status_code == 200, "a turn that names its user is served"
+
+
 def test_without_limits_nothing_is_counted(served):
     who = someone()
     assert all(turn(served, who).status_code == 200 for _ in range(5))
