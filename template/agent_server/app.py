@@ -1,11 +1,11 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The ASGI app: MLflow's AgentServer behind seven small middlewares, and a chat page at /.
+"""The ASGI app: MLflow's AgentServer behind eight small middlewares, and a chat page at /.
 
 A request meets, in order: OneErrorShape (every error in one shape, error_responses.py), HealthCheck
 (GET /health says 503 while conversations cannot be stored, health.py), BrowserGuard (no driving the agent
 from other web pages, browser_guard.py), BackgroundRuns (requests that become runs: runs/requests.py),
-FairShares (each user's turns a minute and at once, rate_limits.py), RequestGuard (parse, check, render,
-request_guard.py),
+ResponsesDialect (/responses answers in the OpenAI Responses API's shapes, responses_dialect.py), FairShares
+(each user's turns a minute and at once, rate_limits.py), RequestGuard (parse, check, render, request_guard.py),
 UpstreamErrors (the model's failures get the status that says why, error_responses.py), then MLflow's
 server and the handlers (handlers.py).
 """
@@ -33,6 +33,7 @@ from agent_server.health import HealthCheck
 from agent_server.memory.api import router as conversations_router
 from agent_server.rate_limits import FairShares, share_the_loop
 from agent_server.request_guard import RequestGuard
+from agent_server.responses_dialect import ResponsesDialect
 from agent_server.runs import BackgroundRuns, close_runs, open_runs
 from agent_server.runs.routes import router as runs_router
 
@@ -45,6 +46,7 @@ app = server.app
 app.add_middleware(UpstreamErrors)
 app.add_middleware(RequestGuard)
 app.add_middleware(FairShares)  # below the runs': a run's attempt is a turn, reading a kept run is none
+app.add_middleware(ResponsesDialect)  # below the runs' too: a run on /responses is shaped once, as it is made
 app.add_middleware(BackgroundRuns)
 app.add_middleware(BrowserGuard)
 app.add_middleware(HealthCheck)

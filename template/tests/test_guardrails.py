@@ -86,6 +86,7 @@ def streamed_answer(events: list[dict[str, Any]]) -> tuple[list[Any], dict[str, 
     its text, and a message whose text was streamed but never finished (the one a guardrail blocked) is in none."""
     assert not [event for event in events if "error" in event], events
     done = [event for event in events if event.get("type") == "response.output_item.done"]
+    done = [event for event in done if event["item"].get("status") != "incomplete"]  # /responses' blocked message
     deltas: dict[str, str] = {}
     for event in events:
         if event.get("type") == "response.output_text.delta":
@@ -134,7 +135,8 @@ def test_a_tripped_input_guardrail_answers_with_its_refusal_and_the_conversation
 @pytest.mark.parametrize("mode", MODES)
 def test_a_tripped_output_guardrail_keeps_the_tool_that_ran_and_withholds_the_answer(client, mode):
     items, outputs = turn(client, mode, "What time is it? Tell me a secret")
-    assert [item["type"] for item in items] == ["function_call", "function_call_output", "message"]
+    tool = ["mcp_call"] if mode in ("responses", "background") else ["function_call", "function_call_output"]
+    assert [item["type"] for item in items] == [*tool, "message"]  # /responses: the Responses API's item for it
     assert reply_text(items) == guardrails.DEFAULT_MESSAGE, "its output_info is no text"
     assert "secret" not in str(items).lower(), "the blocked answer is in no item"
     assert outputs["guardrail"] == "no_secrets_out"

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from agent_server.responses_shapes import response_fields, withheld
 from agent_server.runs.store import Run
 
 TERMINAL_EVENTS = {
@@ -67,7 +68,7 @@ def output_items(events: Iterable[str]) -> Output:
     done = Output()
     for data in events:
         event = json.loads(data)
-        if event.get("type") == "response.output_item.done":
+        if event.get("type") == "response.output_item.done" and not withheld(event["item"]):
             done.append(event["item"])
             done.guardrail = (event.get("custom_outputs") or {}).get("guardrail", done.guardrail)
     return done
@@ -82,7 +83,7 @@ def partial_items(events: Iterable[str]) -> list[dict[str, Any]]:
         if event.get("type") == "response.output_text.delta":
             texts[event.get("item_id")] = texts.get(event.get("item_id"), "") + str(event.get("delta", ""))
         elif event.get("type") == "response.output_item.done":
-            done.append(event["item"])
+            done.extend([] if withheld(event["item"]) else [event["item"]])
             texts.pop(event["item"].get("id"), None)
     for item_id, text in texts.items():
         if text:
@@ -107,7 +108,7 @@ def response_object(run: Run, output: list[dict[str, Any]] | None) -> dict[str, 
         response["custom_outputs"]["guardrail"] = output.guardrail
     if run.trace_id:
         response["metadata"] = {"trace_id": run.trace_id}  # MLflow's place for it (x-mlflow-return-trace-id)
-    return response
+    return response_fields(response, status=run.error["status"] if run.error else None)  # model, tools, ...
 
 
 def created(run: Run) -> dict[str, Any]:

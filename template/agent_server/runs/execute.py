@@ -29,6 +29,7 @@ from agent_server.memory.leases import HOLDER
 from agent_server.memory.store import Unavailable
 from agent_server.request_guard import RUN_ATTEMPT_KEY, STATE_KEY
 from agent_server.request_state import RunAttempt
+from agent_server.responses_shapes import OUTPUT_INDEX_KEY, items_announced
 from agent_server.runs import events, store
 from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed
 from agent_server.runs.store import Run
@@ -37,6 +38,9 @@ logger = logging.getLogger("agent_server.runs")
 
 MAX_ATTEMPTS = 3
 NOT_PASSED_ON = ("content-length", "idempotency-key")  # an attempt's body is its own; its key is the run's
+# The path the run's client posted to, kept in its body: each attempt goes there, so a run answers in the dialect of
+# its path (responses_dialect.py). A run kept before there was one ran on /invocations' format.
+PATH_KEY = "agent_server.path"
 RUNNING: dict[str, LiveRun] = {}  # this process's runs, by id
 SERVER_STOPPED = "The server stopped while this run ran"
 
@@ -67,6 +71,7 @@ def attempt_body(run: Run, finished: list[dict[str, Any]]) -> tuple[dict[str, An
     """The request as this attempt sends it: the run's own, streamed, with what earlier attempts finished; and the
     index in its `input` where those finished items start (request_state.RunAttempt.continues_from)."""
     body = dict(run.body)
+    body.pop(PATH_KEY, None)
     sent = body.get("input")
     own = [{"role": "user", "content": sent}] if isinstance(sent, str) else list(sent or [])
     body["input"] = [*own, *finished]
@@ -78,6 +83,7 @@ def unanswered_calls(live: LiveRun, since: int = 0) -> list[dict[str, Any]]:
     """Tool calls started (from the run's `since`th on) whose outputs were not stored: sent as calls with no output,
     which the render answers as interrupted, so the model is told, and no tool runs again unasked."""
     done = {item.get("call_id") for item in live.output() if item.get("type") == "function_call_output"}
+    done |= {item.get("id") for item in live.output() if item.get("type") == "mcp_call"}  # /responses' (its call id)
     return [call for call in live.run.started_calls[since:] if call.get("call_id") not in done]
 
 
@@ -115,6 +121,7 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
     body, continues_from = attempt_body(run, finished)
     raw = json.dumps(body).encode()
     first_event, first_call = len(live.events), len(run.started_calls)  # what this attempt adds comes after these
+    path = str(run.body.get(PATH_KEY, "/invocations"))
 
     def stopped() -> list[dict[str, Any]] | None:  # the request guard's, if the client cancels the run
         return stopped_output(live, first_event, first_call) if live.cancel_requested else None
@@ -122,7 +129,8 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
     attempt = RunAttempt(live.tool_call_started, continues_from if finished else None, stopped)
     scope: dict[str, Any] = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-        "path": "/responses", "raw_path": b"/responses", "query_string": b"", "root_path": "",
+        "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+        OUTPUT_INDEX_KEY: items_announced(live.events),
         "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0), **_scope, RUN_ATTEMPT_KEY: attempt,
         "headers": [
             *[(k.encode(), v.encode()) for k, v in headers.items() if k.lower() not in NOT_PASSED_ON],
@@ -147,6 +155,7 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
                 run.status = "in_progress"
                 if not live.events:  # a resumed run has its first event already
                     await live.push(events.created(run))
+                    await live.push({**events.created(run), "type": "response.in_progress"})
             return
         chunk = message.get("body", b"")
         if refusal:

@@ -66,7 +66,7 @@ class BackgroundRuns(HttpMiddleware):
                 await self.app(scope, replaying(raw, receive), send)
                 return
             execute.remember_scope(scope)
-            answer = await _run(headers, body, key, raw)
+            answer = await _run(headers, body, key, raw, scope["path"])
         except BadRequest as error:
             answer = error_response(error.status, str(error), error.param)
         except Unavailable as error:
@@ -101,7 +101,7 @@ def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
     return body if background or key is not None else None
 
 
-async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: bytes) -> Response:
+async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: bytes, path: str) -> Response:
     owner = memory.owner_of(headers)
     conversation_id = memory.conversation_id_of(body)
     answer_as = {field: body.pop(field, False) for field in RUN_FIELDS}
@@ -113,6 +113,7 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: byt
     elif conversation_id is None:  # the run names the conversation memory makes for it, to resume it there
         conversation_id = str(uuid.uuid4())
         body["context"] = {**(body.get("context") or {}), "conversation_id": conversation_id}
+    body[execute.PATH_KEY] = path  # each attempt goes where its client posted: it answers in that path's dialect
     now = time.time()
     new = Run(
         f"resp_{uuid.uuid4().hex}", owner, conversation_id, key, digest, body, bool(answer_as["background"]),

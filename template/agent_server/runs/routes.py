@@ -84,7 +84,7 @@ async def _described(run: Run) -> Response:
     output = live.output() if live is not None else await stored_output(run.id)
     described = events.response_object(run, output)
     if run.error is not None and run.status == "failed":  # not before its end: a run that saw an error may still be
-        return JSONResponse({**run.error["body"], **described}, status_code=run.error["status"])  # ending
+        return JSONResponse({**described, **run.error["body"]}, status_code=run.error["status"])  # ending
     return JSONResponse(described)
 
 
