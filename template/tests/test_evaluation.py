@@ -173,6 +173,34 @@ def test_evaluate_against_a_running_app(tmp_path, capsys):
     assert answered >= 3 and len(traces) == answered, (answered, len(traces))
 
 
+ONE_CASE = "cases: [{name: a, turns: [{user: hi}]}]\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"cases: 5\n", "'cases' must be a list of cases, not a number."),
+        (b"cases: every one\n", "'cases' must be a list of cases, not text."),
+        (f"thresholds: [latency]\n{ONE_CASE}".encode(), "'thresholds' must map scorer names to pass rates"),
+        (f"thresholds: fast\n{ONE_CASE}".encode(), "to pass rates ({latency: 1}), not text."),
+        ("cases: [{name: café, turns: [{user: hi}]}]\n".encode("latin-1"), "not UTF-8 text (invalid continuation"),
+        (None, "a directory, not a cases file"),
+    ],
+    ids=["cases-a-number", "cases-text", "thresholds-a-list", "thresholds-text", "latin-1", "a-directory"],
+)
+def test_a_cases_file_that_cannot_be_read_exits_2_with_a_one_line_reason(tmp_path, capsys, content, says):
+    path = tmp_path / "cases.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--cases", str(path), "--output", str(tmp_path / "results.json")])
+    said = capsys.readouterr().err
+    assert exited.value.code == 2, said
+    assert said.startswith(f"evaluate: {path}: ") and says in said and said.count("\n") == 1, said
+
+
 def test_a_mistake_in_the_cases_file_names_its_place(tmp_path):
     path = cases_file(tmp_path, "cases:\n  - name: x\n    turns:\n      - user: hi\n        expect: {tool: [a]}\n")
     with pytest.raises(cases.EvaluationSetError, match=r"cases\[0\]\.turns\[0\]\.expect\.tool: unknown key$"):

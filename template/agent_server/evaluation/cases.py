@@ -115,8 +115,15 @@ def load(*paths: Path) -> EvaluationSet:
     thresholds: dict[str, Any] = {}
     for path in paths:
         document = _read(path)
-        cases.extend(document.get("cases") or [])
-        thresholds.update(document.get("thresholds") or {})
+        found, rates = document.get("cases"), document.get("thresholds")
+        if found is not None and not isinstance(found, list):
+            raise EvaluationSetError(f"{path}: 'cases' must be a list of cases, not {_kind(found)}.")
+        if rates is not None and not isinstance(rates, dict):
+            raise EvaluationSetError(
+                f"{path}: 'thresholds' must map scorer names to pass rates ({{latency: 1}}), not {_kind(rates)}."
+            )
+        cases.extend(found or [])
+        thresholds.update(rates or {})
     where = ", ".join(str(path) for path in paths)
     try:
         return EvaluationSet.model_validate({"cases": cases, "thresholds": thresholds, "source": where})
@@ -132,6 +139,12 @@ def _read(path: Path) -> dict[str, Any]:
             f"{path}: no such file. Add your cases there (see the README, 'Evaluating the agent'), or name the file "
             "with --cases."
         ) from None
+    except IsADirectoryError:
+        raise EvaluationSetError(f"{path}: a directory, not a cases file (.yaml, or .jsonl).") from None
+    except UnicodeDecodeError as error:
+        raise EvaluationSetError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}).") from None
+    except OSError as error:  # no permission, and the rest
+        raise EvaluationSetError(f"{path}: cannot be read: {error.strerror or error}.") from None
     try:
         if path.suffix == ".jsonl":
             return {"cases": [json.loads(line) for line in text.splitlines() if line.strip()]}
@@ -147,6 +160,14 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise EvaluationSetError(f"{path}: the file must hold a mapping with a 'cases' list.")
     return document
+
+
+def _kind(value: Any) -> str:
+    """A YAML value's kind, as the file's author knows it."""
+    if isinstance(value, bool):
+        return "true or false"
+    kinds = {int: "a number", float: "a number", str: "text", dict: "a mapping", list: "a list"}
+    return next((kind for known, kind in kinds.items() if isinstance(value, known)), type(value).__name__)
 
 
 def _described(error: ValidationError) -> str:
