@@ -1,4 +1,5 @@
-"""The README's first command, run as written: it generates an app and serves it on the offline model.
+"""The README's first command, run as written: it generates an app and serves it on the offline model, or, when its
+port is taken, says so at once and generates nothing.
 
 (The second command, scripts/test, is what runs this suite: .ci/run calls it.)
 """
@@ -6,6 +7,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import time
 
 import pytest
@@ -49,3 +52,23 @@ def test_demo_serves_second_and_third_prompts(tmp_path, api):
                     break
                 time.sleep(0.05)
             assert "I saw 1 user, 0 assistant and 0 tool turns" in reply_text(read["output"])
+
+
+@pytest.mark.parametrize("how", ["PORT", "--port"])
+def test_demo_on_a_taken_port_exits_at_once_saying_how_to_choose_another_and_generates_nothing(tmp_path, how):
+    dest = tmp_path / "my-agent"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # --port wins over PORT, which names a free port then.
+        env = clean_env(PORT=str(port) if how == "PORT" else str(free_port()))
+        flag = ["--port", str(port)] if how == "--port" else []
+        started = time.monotonic()
+        result = subprocess.run(
+            [str(ROOT / "scripts" / "demo"), *flag, str(dest)], env=env, capture_output=True, text=True, timeout=120
+        )
+    assert result.returncode == 1 and time.monotonic() - started < 10, result
+    assert f"port {port} is taken" in result.stderr, result.stderr
+    assert f"PORT={port + 1} scripts/demo {dest}, or scripts/demo --port {port + 1} {dest}" in result.stderr
+    assert not dest.exists() and result.stdout == ""  # nothing rendered, nothing installed
