@@ -116,9 +116,11 @@ def _client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
 
 def call_limits(current: config.Settings | None = None) -> dict[str, Any]:
     """Bounded model calls: the openai client's own 600 s timeout would hold a request for ten minutes."""
+    from openai import Timeout  # the client's own: httpx2's in openai 3, which refuses httpx's since 3.63
+
     calls = (current or config.settings()).model_calls
     timeout = calls.timeout_seconds
-    return {"timeout": httpx.Timeout(timeout, connect=min(10.0, timeout)), "max_retries": calls.max_retries}
+    return {"timeout": Timeout(timeout, connect=min(10.0, timeout)), "max_retries": calls.max_retries}
 
 
 def needs_user_token() -> bool:
