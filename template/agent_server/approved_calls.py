@@ -3,10 +3,11 @@
 function tools that asks first (`@function_tool(needs_approval=True)`), which runs in this process.
 
 history/approvals.py decides which approvals are genuine and which call runs (an APPROVED output at the end of
-the history; a denial is final). This module makes sure an approved call runs once however often its approval
-comes back: a client's network retry of the same request, or two of them at once, and a regenerate that sends
-the same approval again. The approval's id signs the call and the user turns before it (and the conversation,
-when the client names one), so it names one call in one history:
+the history), and approval_answers.py which answer stands (the first: a denial is final). This module makes sure
+an approved call runs once however often its approval comes back: a client's network retry of the same request,
+or two of them at once, and a regenerate that sends the same approval again. The approval's id signs the call and
+the user turns before it, the conversation (when the client names one) and a stamp of its own, so it names one
+call in one history:
 - in this process, the outputs of the approvals run and those running are kept by that id and the caller's
   identity, for RETRY_SECONDS (the newest KEPT, at most KEPT_CHARS of output), and an approval that comes again
   gets the output, not a second run;
@@ -27,7 +28,7 @@ from agents import Agent, FunctionTool
 from agents.mcp import MCPServer
 from agents.tool_context import ToolContext
 
-from agent_server import request_state
+from agent_server import approval_answers, request_state
 from agent_server.history import approvals
 from agent_server.mcp_connections import run_tool
 
@@ -49,6 +50,7 @@ async def run_approved(
     function tool of that name if it has one that asks first, else to the MCP servers."""
     ran = []
     local = approving_tools(owners_agent)
+    await approval_answers.settle(history)  # the first answer to each request stands: a denied call never runs
     for call in approvals.to_run(history):
         output = await run_once(call, servers, local)
         for item in history:

@@ -4,11 +4,10 @@
 One policy for all of them: the environment is read once (the first `settings()`, or `start-app`'s check, before
 it serves), each value is parsed and checked against its limits, and every module reads the parsed value from here.
 A bad value is a ConfigurationError that names the variable, never a silent fall back to the default. Tests change
-settings in one way: set the variables, then `reload()` (the app's tests: their `app_settings` fixture).
-
-Each group is read on first use, so a bad setting of one part (memory, say) does not stop another part from
-reading its own. The README's Configuration table lists every variable declared here (tests/test_config.py
-checks both ways). Stdlib only, and no import of the rest of the app, so every module may read it.
+settings in one way: set the variables, then `reload()` (the app's tests: their `app_settings` fixture). Each
+group is read on first use, so a bad setting of one part (memory, say) does not stop another part from reading
+its own. The README's Configuration table lists every variable declared here (tests/test_config.py checks both
+ways). Stdlib only, and no import of the rest of the app, so every module may read it.
 """
 
 from __future__ import annotations
@@ -210,7 +209,8 @@ class McpSettings:
     tools_ttl: float = setting("MCP_TOOLS_TTL_SECONDS", number(), 300.0, "how long a tool list is cached")
     retry_every: float = setting("MCP_RETRY_SECONDS", number(), 30.0, "how often a server that is down is retried")
     max_output_chars: int = setting("MCP_MAX_OUTPUT_CHARS", number(integer=True), 20_000, "a longer output is cut")
-    approval_secret: str = setting("MCP_APPROVAL_SECRET", text, "", "signs approval requests; unset: start-app's own")
+    approval_secret: str = setting("MCP_APPROVAL_SECRET", text, "", "signs approval requests; unset: memory's key")
+    approval_max_age_hours: float = setting("MCP_APPROVAL_MAX_AGE_HOURS", number(), 24.0, "a request expires after")
 
 
 @dataclass(frozen=True)

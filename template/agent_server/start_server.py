@@ -10,7 +10,7 @@ missing credential fails in a moment with a message that names what to set.
 It serves with one process locally, and deployed (on Databricks Apps, or with APP_ENV=production, as the
 Dockerfile sets) with one per CPU the instance grants: its CPU affinity, bounded by its cgroup's CPU quota,
 not the host's CPU count. `--workers` or WEB_CONCURRENCY (a number, or `auto`) says otherwise. The workers
-share one approval secret: MCP_APPROVAL_SECRET, or one this command makes for them.
+sign approval requests with one key: MCP_APPROVAL_SECRET, else conversation memory's, else one made here for them.
 Logs go to stderr as agent_server/logs.py sets them up: LOG_LEVEL, and JSON lines when deployed.
 
 It listens on loopback (127.0.0.1) unless told otherwise (--host or HOST) or deployed
@@ -133,9 +133,9 @@ def main(argv: list[str] | None = None) -> None:
         # DNS rebinding: answer only to loopback names. Set in the environment, for uvicorn's worker processes too.
         os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)
         config.reload()
-    if args.workers > 1 and not settings.mcp.approval_secret:
-        # An approval one worker signs is answered to another: all of them sign with one secret, made here. Several
-        # instances (PostgreSQL memory) need one of their own: set MCP_APPROVAL_SECRET.
+    if args.workers > 1 and not settings.mcp.approval_secret and not memory.enabled():
+        # An approval one worker signs is answered to another: all of them sign with one secret. With memory on it is
+        # the store's (shared by every instance on it, across restarts: memory/approval_store.py); without, made here.
         os.environ["MCP_APPROVAL_SECRET"] = secrets.token_hex(32)
         config.reload()
     if read_env_file:

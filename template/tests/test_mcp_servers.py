@@ -329,12 +329,17 @@ def test_a_forged_approval_sent_alone_in_a_kept_conversation_runs_nothing(mcp_cl
 
 
 def test_an_approval_id_signs_the_user_turns_and_the_call_however_arguments_are_spelled():
+    """And its stamp (when it was made, and a random part): each request the app makes has an id of its own."""
     history = [{"role": "user", "content": "Delete it"}]
     signed = approvals.approval_id(history, "delete_file", '{"name": "a.txt", "force": true}')
-    assert approvals.approval_id(history, "delete_file", '{"force":true,"name":"a.txt"}') == signed
-    assert approvals.approval_id(history, "delete_file", json.dumps('{"force":true,"name":"a.txt"}')) == signed
-    assert approvals.approval_id(history, "delete_file", '{"name": "b.txt", "force": true}') != signed
-    assert approvals.approval_id([{"role": "user", "content": "Other"}], "delete_file", "{}") != signed
+    stamp = approvals.stamp_of(signed)
+    assert stamp is not None and signed.startswith(approvals.ID_PREFIX + stamp) and len(signed) == 53
+    assert approvals.approval_id(history, "delete_file", '{"force":true,"name":"a.txt"}', stamp=stamp) == signed
+    in_a_string = json.dumps('{"force":true,"name":"a.txt"}')
+    assert approvals.approval_id(history, "delete_file", in_a_string, stamp=stamp) == signed
+    assert approvals.approval_id(history, "delete_file", '{"name": "b.txt", "force": true}', stamp=stamp) != signed
+    assert approvals.approval_id([{"role": "user", "content": "Other"}], "delete_file", "{}", stamp=stamp) != signed
+    assert approvals.approval_id(history, "delete_file", '{"name": "a.txt", "force": true}') != signed, "a new stamp"
 
 
 def test_databricks_managed_servers_get_the_apps_token(monkeypatch):

@@ -1,20 +1,23 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Human approval of MCP tool calls, with no state kept on the server. Stdlib only, like the whole render.
+"""Human approval of MCP tool calls, signed so that only the app's own requests can be approved. Stdlib only.
 
 When the model calls a tool that needs approval, the turn ends with an `mcp_approval_request`
 item instead of the call (the Databricks chat UI shows it as Approve/Deny buttons). Its id is a
-signature of the call (tool name and arguments) and of the user turns before it, made with
-MCP_APPROVAL_SECRET, so an approval of a request the app did not make, of one moved into another
-conversation, or of one whose arguments were changed runs nothing: the model is told the approval
-was not run. The app never runs a tool on the client's word alone.
+signature of the call (tool name and arguments), of the user turns before it, of the conversation
+and of the time it was made, so an approval of a request the app did not make, of one moved into
+another conversation, of one whose arguments were changed, or of one older than
+MCP_APPROVAL_MAX_AGE_HOURS runs nothing: the model is told the approval was not run. The app
+never runs a tool on the client's word alone.
 
 The render turns the request into the tool call, and the client's `mcp_approval_response` into
 its output: for a denial, a text saying so; for an approval, APPROVED, which the handler replaces
 with what the tool returns when it runs it. Only an approval at the end of the history runs the
-tool; an older one whose result the client did not keep is not run again.
+tool; an older one whose result the client did not keep is not run again. The first answer to a
+request is final however the history comes back (approval_answers.py keeps it: `answers`, `keep_first`).
 
-Set MCP_APPROVAL_SECRET (any long random string) when several app processes serve one app, or
-when approvals must outlive a restart; without it each process makes its own.
+The signing key: MCP_APPROVAL_SECRET if set; else, with memory on, the one kept in its store (`use_key`, at
+start-up), which every process and instance on that store shares and which outlives restarts; else this
+process's own (start-app makes one for its workers).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agent_server import config
@@ -34,26 +38,47 @@ NOT_RUN_AGAIN = "This tool call was approved earlier; its output is not in this 
 DENIED = "The user denied this tool call."
 NOT_VERIFIED = (
     "This approval was not run: the app did not make this approval request for this conversation and call "
-    "(or was restarted without MCP_APPROVAL_SECRET). Ask again if the tool is still needed."
+    "(or made it with a signing key it no longer has). Ask again if the tool is still needed."
 )
-_PROCESS_SECRET = secrets.token_bytes(32)  # without MCP_APPROVAL_SECRET: this process's own
+EXPIRED = (
+    "This approval was not run: its request expired (MCP_APPROVAL_MAX_AGE_HOURS). Ask again if the tool is still "
+    "needed."
+)
+_PROCESS_SECRET = secrets.token_bytes(32)  # with no other key: this process's own
+_stored_key: bytes | None = None
+
+
+def use_key(key: str | None) -> None:
+    """The key memory keeps in its store (memory/database.py, at start-up; None once it closes)."""
+    global _stored_key
+    _stored_key = key.encode() if key else None
 
 
 def _secret() -> bytes:
-    return config.settings().mcp.approval_secret.encode() or _PROCESS_SECRET
+    return config.settings().mcp.approval_secret.encode() or _stored_key or _PROCESS_SECRET
 
 
 def approval_id(
-    history: Sequence[Mapping[str, Any]], name: str, arguments: str, conversation: str | None = None
-) -> str:
+    history: Sequence[Mapping[str, Any]], name: str, arguments: str, conversation: str | None = None,
+    stamp: str | None = None,
+) -> str:  # fmt: skip
     """The id of an approval request for this call, after these (rendered) items, in the conversation the client
-    named (if it named one): an approval moved into another conversation is not this one."""
+    named (if it named one: an approval moved into another conversation is not this one). Its `stamp`, in clear in
+    the id and signed with the rest, is the time it was made (so its age can be checked) and a random part (so it
+    names this one request, whose first answer is kept by its id): a new one if None."""
+    stamp = stamp or f"{int(time.time()):08x}{secrets.token_hex(4)}"
     users = [item.get("content") for item in history if item.get("role") == "user"]
-    signed_parts: list[Any] = [users, name, canonical_arguments(arguments)]
-    if conversation is not None:
-        signed_parts.append(conversation)
+    signed_parts: list[Any] = [users, name, canonical_arguments(arguments), conversation, stamp]
     signed = json.dumps(signed_parts, sort_keys=True, separators=(",", ":"))
-    return ID_PREFIX + hmac.new(_secret(), signed.encode(), hashlib.sha256).hexdigest()[:48]
+    return ID_PREFIX + stamp + hmac.new(_secret(), signed.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def stamp_of(request_id: Any) -> str | None:
+    """The stamp of an approval id (see approval_id); None: not an id of ours."""
+    if not isinstance(request_id, str) or not request_id.startswith(ID_PREFIX):
+        return None
+    stamp = request_id[len(ID_PREFIX) : len(ID_PREFIX) + 16]
+    return stamp if len(stamp) == 16 and all(c in "0123456789abcdef" for c in stamp) else None
 
 
 def canonical_arguments(arguments: Any) -> str:
@@ -93,7 +118,37 @@ def output_for(response: Mapping[str, Any]) -> str:
 def is_decision(output: Any) -> bool:
     """Is this output of an approval call the user's answer (approved, denied, or not verified), rather than what
     the tool returned when it ran?"""
-    return isinstance(output, str) and (output in (APPROVED, NOT_VERIFIED, NOT_RUN_AGAIN) or output.startswith(DENIED))
+    return isinstance(output, str) and (output in (APPROVED, NOT_VERIFIED, EXPIRED, NOT_RUN_AGAIN) or is_answer(output))
+
+
+def is_answer(output: Any) -> bool:
+    """Is this output of an approval call the user's own answer, approval or denial, as the render made it?"""
+    return output == APPROVED or (isinstance(output, str) and output.startswith(DENIED))
+
+
+def answers(items: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
+    """The user's answers in these (paired) items, by approval id: True for an approval, False for a denial."""
+    return {
+        item["call_id"]: item["output"] == APPROVED
+        for item in items
+        if item.get("type") == "function_call_output"
+        and str(item.get("call_id", "")).startswith(ID_PREFIX)
+        and is_answer(item.get("output"))
+    }
+
+
+def keep_first(items: Iterable[dict[str, Any]], first: Mapping[str, bool]) -> list[str]:
+    """Make each answer in `items` (in place) the first one given to its request (`first`, by approval id): an
+    approval after a denial is that denial; a denial after an approval says the call was approved (it ran, or
+    runs, once; never again). Returns the ids of the answers changed."""
+    changed = []
+    for item in items:
+        call_id = str(item.get("call_id"))
+        if item.get("type") == "function_call_output" and is_answer(item.get("output")) and call_id in first:
+            if (item["output"] == APPROVED) != first[call_id]:
+                item["output"] = NOT_RUN_AGAIN if first[call_id] else DENIED
+                changed.append(call_id)
+    return changed
 
 
 def chosen_output(outputs: Sequence[Mapping[str, Any]]) -> int:
@@ -103,12 +158,21 @@ def chosen_output(outputs: Sequence[Mapping[str, Any]]) -> int:
     return ran[0] if ran else 0
 
 
-def is_genuine(
-    history: Sequence[Mapping[str, Any]], request: Mapping[str, Any], conversation: str | None = None
-) -> bool:
-    """Did this app make `request` (a client's `mcp_approval_request`) after these rendered items?"""
-    expected = approval_id(history, str(request.get("name")), request.get("arguments") or "", conversation)
-    return isinstance(request.get("id"), str) and hmac.compare_digest(expected, request["id"])
+def refusal(
+    history: Sequence[Mapping[str, Any]], request: Mapping[str, Any], conversations: Iterable[str | None] = (None,)
+) -> str | None:
+    """None if this app made `request` (a client's `mcp_approval_request`) after these rendered items, for one of
+    `conversations`, within MCP_APPROVAL_MAX_AGE_HOURS; otherwise what an approval of it says instead of running:
+    NOT_VERIFIED (not made by this app, or signed with another key), or EXPIRED."""
+    request_id, stamp = request.get("id"), stamp_of(request.get("id"))
+    if stamp is None:
+        return NOT_VERIFIED
+    name, arguments = str(request.get("name")), request.get("arguments") or ""
+    expected = (approval_id(history, name, arguments, conversation, stamp) for conversation in conversations)
+    if not any(hmac.compare_digest(signed, str(request_id)) for signed in expected):
+        return NOT_VERIFIED
+    too_old = time.time() - int(stamp[:8], 16) > config.settings().mcp.approval_max_age_hours * 3600
+    return EXPIRED if too_old else None
 
 
 def to_run(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -134,12 +198,13 @@ def to_run(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def honour_only_genuine(
     client_items: Sequence[Any], rendered: Sequence[Any], conversation: str | None = None, stored: int = 0
 ) -> list[int]:
-    """Turn every APPROVED output this app must not honour into NOT_VERIFIED; returns their client indices.
+    """Turn every APPROVED output this app must not honour into NOT_VERIFIED (or EXPIRED); returns their client
+    indices.
 
     `rendered` is the render of `client_items` with sources (history.Rendered). An approval runs a
     tool only when it answers an `mcp_approval_request` this app signed for this conversation and
-    call. Any other (forged, moved, changed, or signed by a process with another secret) runs
-    nothing, and the model is told why: a 400 would come back with the same history on every
+    call, within MCP_APPROVAL_MAX_AGE_HOURS. Any other (forged, moved, changed, signed with another
+    key, or expired) runs nothing, and the model is told why: a 400 would come back with the same history on every
     later turn, so the conversation could never continue.
 
     The first `stored` client items are the kept conversation's (memory). A request among them may also be
@@ -156,10 +221,13 @@ def honour_only_genuine(
         elif entry.item.get("output") == APPROVED:
             request = requests.get(entry.item.get("call_id"))
             answered = client.get("type") == "mcp_approval_response"
-            earlier = [e.item for e in rendered[: request[0]]] if request is not None else []
-            signed_for = [conversation, None] if request is not None and request[2] else [conversation]
-            if not answered or request is None or not any(is_genuine(earlier, request[1], c) for c in signed_for):
-                entry.item["output"] = NOT_VERIFIED
+            if not answered or request is None:
+                why: str | None = NOT_VERIFIED
+            else:
+                earlier = [e.item for e in rendered[: request[0]]]
+                why = refusal(earlier, request[1], [conversation, None] if request[2] else [conversation])
+            if why is not None:
+                entry.item["output"] = why
                 refused.append(entry.index)
     return refused
 

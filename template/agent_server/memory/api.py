@@ -2,10 +2,12 @@
 """The caller's stored conversations: list, read, rename and delete them.
 
     GET    /conversations        {"conversations": [{"id", "title", "updated_at"}]}, newest first
-    GET    /conversations/{id}   {"id", "items": [...], "trace_ids": [...]}: the items as the model sees them
-                                 (a call that waits for the user's approval, with no output), and beside each
-                                 the trace of the turn whose answer it is (null for what the client sent, or
-                                 an untraced turn): feedback's trace_id
+    GET    /conversations/{id}   {"id", "items": [...], "trace_ids": [...], "closed_approvals": {...}}: the items
+                                 as the model sees them (a call that waits for the user's approval, with no
+                                 output), and beside each the trace of the turn whose answer it is (null for
+                                 what the client sent, or an untraced turn): feedback's trace_id; and the
+                                 approval request it waits on, if it can no longer be answered, by its id:
+                                 "expired" or "not_verified" (`closed_approvals`)
     PATCH  /conversations/{id}   {"title": "..."} -> {"id", "title"}: 1 to 200 characters, no control characters
     DELETE /conversations/{id}   204
 
@@ -58,7 +60,9 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
         shown = waiting_shown(stored, llm.settings().api)
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
-        return JSONResponse({"id": conversation_id, "items": [entry.item for entry in shown], "trace_ids": traces})
+        items = [entry.item for entry in shown]
+        closed = closed_approvals(items, conversation_id)
+        return JSONResponse({"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed})
 
     return await _for_caller(request, answer)
 
@@ -130,6 +134,19 @@ def waiting_shown(stored: list[dict[str, Any]], api: ApiMode) -> list[Rendered]:
     ):
         shown.pop()
     return shown
+
+
+def closed_approvals(items: list[dict[str, Any]], conversation_id: str) -> dict[str, str]:
+    """The approval request the conversation waits on, by its id, if it can no longer be answered: "expired"
+    (older than MCP_APPROVAL_MAX_AGE_HOURS) or "not_verified" (signed with a key the app no longer has). The chat
+    page says so on the request instead of offering Approve and Deny."""
+    last = items[-1] if items else {}
+    call_id = str(last.get("call_id", ""))
+    if last.get("type") != "function_call" or not call_id.startswith(approvals.ID_PREFIX):
+        return {}
+    request = {"id": call_id, "name": last.get("name"), "arguments": last.get("arguments")}
+    why = approvals.refusal(items[:-1], request, (conversation_id, None))  # made in it, or in its first turn
+    return {} if why is None else {call_id: "expired" if why == approvals.EXPIRED else "not_verified"}
 
 
 def _not_found(conversation_id: str) -> Response:

@@ -5,6 +5,7 @@ pruned of old conversations now and then, and handed to each turn with a fresh L
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sqlite3
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from agent_server import config
 from agent_server.config import ConfigurationError
 from agent_server.errors import BadRequest
-from agent_server.memory import leases, schema
+from agent_server.history import approvals
+from agent_server.memory import approval_store, leases, schema
 from agent_server.memory.lakebase import LakebaseToken
 from agent_server.memory.schema import SchemaTooNew
 from agent_server.memory.settings import settings
@@ -51,6 +54,8 @@ async def open_memory() -> None:
     _store = Store(current.url, password=_token.current if _token else None)  # type: ignore[arg-type]
     try:
         await _store.open()
+        # Every process on this store signs approval requests with its key, made by the first (approval_store.py).
+        approvals.use_key(await _store.run(approval_store.signing_key, write=True))
     except (Unavailable, SchemaTooNew) as error:
         await _store.close()
         _store = None
@@ -106,6 +111,7 @@ async def close_memory() -> None:
     if _store is not None:
         await _store.close()
         _store = None
+        approvals.use_key(None)
 
 
 async def store() -> Store:
@@ -197,11 +203,19 @@ def prune_soon() -> None:
 
 
 async def _prune() -> None:
-    """Delete conversations idle for longer than MEMORY_MAX_AGE_DAYS (at start-up, then at most hourly)."""
+    """Delete conversations idle for longer than MEMORY_MAX_AGE_DAYS, and the answers to approval requests that
+    have expired (at start-up, then at most hourly)."""
     global _last_prune
     _last_prune = time.time()
     days = settings().max_age_days
-    if days <= 0 or _store is None:
+    if _store is None:
+        return
+    expired = _last_prune - config.settings().mcp.approval_max_age_hours * 3600
+    try:
+        await _store.run(functools.partial(approval_store.forget_answers_before, expired), write=True)
+    except Unavailable as error:
+        logger.warning("memory: could not delete the answers to expired approval requests: %s", error)
+    if days <= 0:
         return
     try:
         gone = await _store.delete_older_than(time.time() - days * 86400)

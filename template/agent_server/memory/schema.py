@@ -6,6 +6,8 @@ and `agent_conversation_items` (the conversation's items in order, as history.re
 renders them, in JSON; an answer's with the trace of the turn that made it, for feedback).
 Two more keep background runs (agent_server/runs/): `agent_runs` (one row per run: its owner,
 status, holder and heartbeat) and `agent_run_events` (each run's stream, in order).
+Two keep approvals (approval_store.py): `agent_approval_keys`, the key that signs approval requests, and
+`agent_approval_answers`, the first answer to each request, per owner.
 `agent_turn_queue` holds the turns that wait for a busy conversation, in the order they came (queue.py).
 `agent_memory_schema` holds the schema version.
 
@@ -91,6 +93,22 @@ turn_queue = sa.Table(
     sa.Index("agent_turn_queue_conversation", "owner", "conversation_id", "ticket"),
 )
 
+approval_keys = sa.Table(
+    "agent_approval_keys",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("key", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+approval_answers = sa.Table(
+    "agent_approval_answers",
+    metadata,
+    sa.Column("owner", sa.String(320), primary_key=True),
+    sa.Column("approval_id", sa.String(64), primary_key=True),
+    sa.Column("approved", sa.Boolean, nullable=False),
+    sa.Column("answered_at", sa.Float, nullable=False, index=True),  # kept while its request can be answered
+)
+
 
 def _version_1(connection: sa.Connection) -> None:
     metadata.create_all(connection, tables=[conversations, items])
@@ -106,12 +124,15 @@ def _version_3(connection: sa.Connection) -> None:
         connection.execute(sa.text(f"ALTER TABLE {items.name} ADD COLUMN trace_id VARCHAR(64)"))
 
 
+def _version_4(connection: sa.Connection) -> None:
+    metadata.create_all(connection, tables=[approval_keys, approval_answers])
+
+
 def _version_5(connection: sa.Connection) -> None:
     metadata.create_all(connection, tables=[turn_queue])
 
 
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3}
-MIGRATIONS.setdefault(4, lambda connection: None)  # PLACEHOLDER until approval keys' migration 4 lands
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3, 4: _version_4}
 MIGRATIONS[5] = _version_5  # the turn queue
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 

@@ -247,8 +247,9 @@ def _traces(each: Sequence[Rendered], rows: Sequence[StoredItem]) -> dict[str, s
 
 
 def ran_before(merged: Merge, stored: Sequence[Rendered]) -> None:
-    """An approval of a call whose output the conversation holds already (a regenerate, a retry that sends the
-    approval again) gets that output, in place: the call ran once, and does not run again (approved_calls.py)."""
+    """An answer to a call whose output the conversation holds already (a regenerate, a retry that sends the
+    approval again, or a denial sent after it) gets that output, in place: the call ran once, and does not run
+    again (approved_calls.py); the first answer, an approval, stands (approval_answers.py)."""
     outputs = {
         entry.item["call_id"]: entry.item["output"]
         for entry in stored
@@ -258,8 +259,8 @@ def ran_before(merged: Merge, stored: Sequence[Rendered]) -> None:
     }
     for entry in merged.history:
         item = entry.item
-        if item.get("output") == approvals.APPROVED and item.get("call_id") in outputs:
-            logger.info("memory: input[%d] approves a call this conversation ran already: its output", entry.index)
+        if approvals.is_answer(item.get("output")) and item.get("call_id") in outputs:
+            logger.info("memory: input[%d] answers a call this conversation ran already: its output", entry.index)
             item["output"] = outputs[item["call_id"]]
 
 
