@@ -330,6 +330,71 @@ SHAPES: list[Shape] = [
         ],
         render=[user("What time is it?"), call("call_1"), output("call_1"), assistant(ANSWER)],
     ),
+    Shape(
+        name="app-output-responses",
+        client="This app's `/responses` output, as the `openai` package gives it back (`model_dump`)",
+        note=(
+            "`/responses` gives a tool the agent ran as one `mcp_call` with its output, the Responses API's item "
+            "for a tool its server ran (its `id` is the call's id): the render makes it the call and output again."
+        ),
+        history=[
+            user("What time is it?"),
+            {
+                "type": "mcp_call",
+                "id": "call_1",
+                "name": "get_current_time",
+                "arguments": "{}",
+                "server_label": "app",
+                "output": TIME,
+                "status": "completed",
+            },
+            {
+                "type": "message",
+                "id": "msg_9d25ceb722754cb785a798b91999ecfa",
+                "content": [{"annotations": [], "text": ANSWER, "type": "output_text", "logprobs": []}],
+                "role": "assistant",
+                "status": "completed",
+            },
+        ],
+        render=[user("What time is it?"), call("call_1"), output("call_1"), assistant(ANSWER)],
+    ),
+    Shape(
+        name="responses-approval-answered",
+        client="This app's `/responses` (and the Responses API's hosted MCP tool), after the user approved a call",
+        note=(
+            "The request, the user's answer, then the call as an `mcp_call` that names the request in "
+            "`approval_request_id` and carries what the tool returned: the request is the call, and the "
+            "`mcp_call` its output, which the model sees in place of the answer's."
+        ),
+        history=[
+            input_text("Delete a.txt"),
+            {
+                "type": "mcp_approval_request",
+                "id": "mcpr_3",
+                "name": "delete_file",
+                "arguments": '{"name":"a.txt"}',
+                "server_label": "tools",
+            },
+            {"type": "mcp_approval_response", "approval_request_id": "mcpr_3", "approve": True},
+            {
+                "type": "mcp_call",
+                "id": "mcpr_3",
+                "approval_request_id": "mcpr_3",
+                "name": "delete_file",
+                "arguments": '{"name":"a.txt"}',
+                "server_label": "tools",
+                "output": "deleted a.txt",
+                "status": "completed",
+            },
+            {"role": "assistant", "content": [output_text_part("Done: a.txt is deleted.")]},
+        ],
+        render=[
+            input_text("Delete a.txt"),
+            {"type": "function_call", "call_id": "mcpr_3", "name": "delete_file", "arguments": '{"name":"a.txt"}'},
+            {"type": "function_call_output", "call_id": "mcpr_3", "output": "deleted a.txt"},
+            assistant("Done: a.txt is deleted."),
+        ],
+    ),
     # --- chat-completions messages -------------------------------------------------------------
     Shape(
         name="chat-completions-tool-calls",

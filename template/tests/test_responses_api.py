@@ -144,3 +144,29 @@ def test_a_three_turn_chat_replays_what_the_client_got(client: OpenAI, how: str)
         history.extend(item.model_dump(exclude_none=True) for item in answer.output)
     assert [item["type"] for item in history if "type" in item] == ["message", "mcp_call", "message", "message"]
     assert "I saw 3 user, 2 assistant and 1 tool turns" in answer.output_text, answer.output_text
+
+
+def test_an_approved_call_is_an_mcp_call_that_answers_its_request(client: OpenAI, monkeypatch) -> None:
+    """The Responses API's approvals: the request, the user's answer, then the call with `approval_request_id` and
+    its output; replayed, the model sees the call once, answered by what the tool returned."""
+    from test_local_tool_approvals import SENT, asking_agent
+
+    from agent_server import agent, approved_calls
+
+    monkeypatch.setattr(agent, "create_agent", asking_agent)
+    approved_calls.forget_all()
+    SENT.clear()
+    history: list[Any] = [{"role": "user", "content": "Use send_email, please"}]
+    [request] = client.responses.create(model="agent", input=history).output
+    assert request.type == "mcp_approval_request" and request.name == "send_email"
+    history += [request.model_dump(exclude_none=True)]
+    history += [{"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}]
+    with client.responses.stream(model="agent", input=history) as stream:
+        answer = stream.get_final_response()
+    call = answer.output[0]
+    assert call.type == "mcp_call" and call.approval_request_id == request.id and call.name == "send_email"
+    assert call.output == "sent to ada@example.com" and call.arguments == request.arguments
+    history += [item.model_dump(exclude_none=True) for item in answer.output] + [{"role": "user", "content": "Thanks"}]
+    last = client.responses.create(model="agent", input=history)
+    assert "I saw 2 user, 1 assistant and 1 tool turns" in last.output_text, last.output_text
+    assert SENT == ["ada@example.com"], "the approved call ran once"

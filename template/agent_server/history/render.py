@@ -118,11 +118,14 @@ def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
 
 def _mcp_call(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
     """An MCP tool call, as the function call it was: approved or not yet (a request), or run by a
-    hosted MCP tool (`mcp_call`, with its output or error)."""
+    hosted MCP tool or this app's /responses (`mcp_call`, with its output or error; after an approval, only the
+    output of the request it names)."""
     call = _function_call(item.get("id"), item.get("name"), item.get("arguments"), index, key="id")
     if item["type"] == "mcp_approval_request":
         return [call]
     output = item.get("output") if item.get("error") in (None, "") else f"Error: {item['error']}"
+    if isinstance(item.get("approval_request_id"), str):  # an approved call: its call is the approval request
+        return [_function_call_output(item["approval_request_id"], output, index, key="approval_request_id")]
     return [call, _function_call_output(call["call_id"], output, index, key="id")]
 
 
