@@ -25,6 +25,7 @@ several times over (the request, the agent run, each model call), so traces are 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -32,7 +33,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -269,17 +270,32 @@ def prune(store: Path, limits: TraceLimits, now: float | None = None, sizes: dic
     return deleted
 
 
+# Held by a pruning pass, and by `uv run evaluate` for as long as it writes and reads its traces (pruning_held).
+_PRUNING = threading.Lock()
+
+
+@contextlib.contextmanager
+def pruning_held() -> Iterator[None]:
+    """No pruning pass in this process while inside (a pass under way ends first): an evaluation reads its turns'
+    traces back, and MLflow copies and scores them, minutes after they were written (evaluation/cli.py)."""
+    with _PRUNING:
+        yield
+
+
 def keep_pruned(store: Path, limits: TraceLimits) -> threading.Thread:
-    """Prune now, then every minute in a daemon thread (it dies with the app)."""
+    """Prune now, then every minute in a daemon thread (it dies with the app); a pass is skipped while held."""
 
     sizes: dict[Path, int] = {}
 
     def loop() -> None:
         while True:
-            try:
-                prune(store, limits, sizes=sizes)
-            except OSError as error:  # a file that vanished under us; try again next time
-                logger.warning("Could not prune local traces: %s", error)
+            if _PRUNING.acquire(blocking=False):
+                try:
+                    prune(store, limits, sizes=sizes)
+                except OSError as error:  # a file that vanished under us; try again next time
+                    logger.warning("Could not prune local traces: %s", error)
+                finally:
+                    _PRUNING.release()
             time.sleep(PRUNE_EVERY_SECONDS)
 
     thread = threading.Thread(target=loop, name="trace-pruner", daemon=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,6 +173,22 @@ def test_evaluate_against_a_running_app(tmp_path, capsys):
     answered = app.output.count('"POST /invocations HTTP/1.1" 200')
     traces = [folder for folder in (tmp_path / "app-mlruns").glob("*/traces/*") if folder.is_dir()]
     assert answered >= 3 and len(traces) == answered, (answered, len(traces))
+
+
+@pytest.mark.waits
+def test_a_run_longer_than_a_pruning_pass_keeps_the_traces_it_is_writing(tmp_path):
+    """The app in process prunes its local traces (tracing.keep_pruned): here every 0.1 s, and any older than
+    0.1 s (TRACES_MAX_AGE_DAYS). The run reads back, copies and scores its turns' traces later than that, and
+    prunes none of them while it runs. In a process of its own, whose pruner ends with it."""
+    script = "from agent_server import tracing; tracing.PRUNE_EVERY_SECONDS = 0.1"
+    env = app_env(LLM_PROVIDER="offline", TRACES_MAX_AGE_DAYS="0.000001")
+    flags = ["--cases", str(STARTER_SET), "--output", str(tmp_path / "results.json")]
+    evaluated = subprocess.run(
+        [sys.executable, "-c", f"{script}; from agent_server.evaluation import cli; cli.main()", *flags],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-4000:]
+    assert "PASSED: 3 cases, 0 failed" in evaluated.stdout
 
 
 ONE_CASE = "cases: [{name: a, turns: [{user: hi}]}]\n"

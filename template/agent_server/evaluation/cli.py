@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent_server import config
+from agent_server import config, tracing
 from agent_server.evaluation import cases as case_files
 from agent_server.evaluation import report as reports
 
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)  # could not evaluate: not the same as an evaluation that failed (1)
 
 
+@tracing.pruning_held()  # no pass of the app's deletes the traces this run writes and reads (tracing.py)
 def run(args: argparse.Namespace) -> int:
     # Every turn traced, and written as it ends: the evaluation reads each trace back at once.
     os.environ["MLFLOW_TRACE_SAMPLING_RATIO"] = "1"
