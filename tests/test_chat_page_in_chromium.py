@@ -15,6 +15,7 @@ test-artifacts/ at the repo root).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -251,6 +252,33 @@ def test_chat_page_holds_a_conversation_with_a_tool_turn(served_app, browser_pag
     browser_page.screenshot(path=str(artifacts / "chat-page.png"), animations="disabled")
 
 
+# A 1x1 PNG, as an owner's logo file.
+LOGO = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgaPj/HwAEgwJ/0Pz5WwAAAABJRU5ErkJggg==")
+
+
+def test_the_page_wears_the_owners_title_greeting_prompts_colour_and_logo(start_app, browser, artifacts, tmp_path):
+    (tmp_path / "owner-logo.png").write_bytes(LOGO)
+    look = {"CHAT_TITLE": "Support <b>bot</b>", "CHAT_GREETING": "Hi! Ask me about your orders.",
+            "CHAT_PROMPTS": "Where is my order?|Return an item", "CHAT_ACCENT": "#0a7c5a", "CHAT_LOGO": str(tmp_path / "owner-logo.png")}
+    with start_app(**look) as url:
+        chat = ChatPage(browser.new_page(), url)
+        expect(chat.page).to_have_title("Support <b>bot</b>")
+        expect(chat.page.locator("#title")).to_have_text("Support <b>bot</b>")  # as text, never as markup
+        expect(chat.page.locator("header b")).to_have_count(0)
+        expect(chat.page.locator("#greeting")).to_have_text("Hi! Ask me about your orders.")
+        expect(chat.page.locator("#suggestions button")).to_have_text(["Where is my order?", "Return an item"])
+        expect(chat.page.locator("#logo")).to_be_visible()
+        assert chat.page.locator("#logo").evaluate("img => img.naturalWidth") == 1, "the logo loaded"
+        assert chat.send.evaluate("b => getComputedStyle(b).backgroundColor") == "rgb(10, 124, 90)"
+        screenshots(chat.page, artifacts, "owners-look")
+        chat.page.locator("#suggestions button").nth(1).click()  # a suggested prompt is sent as it is
+        expect(chat.replies.nth(0)).to_contain_text("You said: Return an item")
+        expect(chat.page.locator("#greeting")).to_be_hidden()
+        chat.page.click("#new-chat")
+        expect(chat.page.locator("#greeting")).to_be_visible()
+        assert not chat.errors
+
+
 def test_with_memory_the_page_sends_only_the_new_turn_of_its_conversation(served_app, browser_page):
     chat = ChatPage(browser_page, served_app)
     expect(browser_page.locator("#sidebar")).to_be_visible()
@@ -367,6 +395,23 @@ def test_a_tool_that_asks_first_is_approved_and_denied_from_the_page(served_app,
 
 
 SUMMARY_TAIL = "Connect send_summary in agent.py to your own system."
+
+
+def test_a_request_that_expired_says_so_and_offers_no_approve(start_app, browser):
+    """Reopened once its request is older than MCP_APPROVAL_MAX_AGE_HOURS (here 0.72 s), a conversation that waits
+    for an approval says on the request that it expired (GET /conversations/{id} names it), with no buttons."""
+    with start_app(MCP_APPROVAL_MAX_AGE_HOURS="0.0002") as url:
+        chat = ChatPage(browser.new_page(), url)
+        chat.ask("Use send_summary, please")
+        expect(chat.page.get_by_role("button", name="Approve send_summary")).to_be_visible()
+        time.sleep(2)
+        reopened = ChatPage(browser.new_page(), url)
+        reopened.conversations.nth(0).click()
+        block = reopened.page.locator("details.tool")
+        expect(block.locator(".approval")).to_have_text("This request expired: ask again.")
+        expect(block.locator(".tool-status")).to_have_text("expired")
+        expect(block.get_by_role("button")).to_have_count(0)
+        assert not chat.errors and not reopened.errors
 
 
 def test_edit_regenerate_comment_rename_and_delete_from_the_page(served_app, browser, artifacts):

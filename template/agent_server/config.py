@@ -14,11 +14,27 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from agent_server import defaults
+from agent_server.setting_types import ConfigurationError as ConfigurationError  # raised here, caught by its readers
+from agent_server.setting_types import (
+    choice,
+    colour,
+    flag,
+    image_file,
+    is_set,
+    listed,
+    lowercase,
+    number,
+    prompts,
+    read_group,
+    setting,
+    shown_text,
+    text,
+)
 
 ApiMode = Literal["chat_completions", "responses"]
 API_MODES: tuple[ApiMode, ...] = ("chat_completions", "responses")
@@ -32,83 +48,13 @@ OFFLINE_CALL_ID_STYLES = ("unique", "reuse", "empty")  # the offline model's too
 # no other name reaches it). As an address to listen on, an IPv6 one has no brackets.
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 MIB = 1024 * 1024
+DEFAULT_GREETING = "Ask anything. Try \u201cWhat time is it?\u201d"
 G = TypeVar("G")
 
 
 def is_loopback(address: str) -> bool:
     """Is `address` (to listen on) one of LOOPBACK_HOSTS?"""
     return address in (host.strip("[]") for host in LOOPBACK_HOSTS)
-
-
-class ConfigurationError(RuntimeError):
-    """The environment does not describe a usable app. The message says what to set."""
-
-
-# --- how a variable is parsed ---------------------------------------------------------------------------
-
-Parse = Callable[[str, str], Any]  # (variable, its text) -> value, or ConfigurationError
-
-
-def number(allow_zero: bool = False, integer: bool = False, scale: float = 1) -> Parse:
-    """A positive (or, with allow_zero, non-negative) finite number, times `scale`."""
-
-    def parse(name: str, raw: str) -> float | int:
-        try:
-            value = float(raw)
-        except ValueError:
-            value = -1.0
-        if not value >= 0 or (value == 0 and not allow_zero) or value == float("inf"):
-            kind = "non-negative" if allow_zero else "positive"
-            raise ConfigurationError(f"{name}={raw!r} must be a {kind} number")
-        return int(value * scale) if integer else value * scale
-
-    return parse
-
-
-def choice(values: tuple[str, ...], case: Callable[[str], str] = str.lower) -> Parse:
-    def parse(name: str, raw: str) -> str:
-        value = case(raw)
-        if value not in values:
-            raise ConfigurationError(f"{name}={value!r} is not one of {', '.join(values)}")
-        return value
-
-    return parse
-
-
-def flag(name: str, raw: str) -> bool:
-    """`true`, `1` or `yes` is on; anything else, off (as the README says of every true/false setting)."""
-    return raw.lower() in ("1", "true", "yes")
-
-
-def is_set(name: str, raw: str) -> bool:  # whether a secret is there; its value is left to the library that uses it
-    return True
-
-
-def text(name: str, raw: str) -> str:
-    return raw
-
-
-def lowercase(name: str, raw: str) -> str:
-    return raw.lower()
-
-
-def listed(name: str, raw: str) -> tuple[str, ...]:
-    """Comma-separated values, each without a trailing slash."""
-    return tuple(value.strip().rstrip("/") for value in raw.split(",") if value.strip())
-
-
-def setting(variable: str, parse: Parse, default: Any, doc: str) -> Any:
-    """A dataclass field read from `variable`; unset or blank is `default`."""
-    return dataclasses.field(default=default, metadata={"variable": variable, "parse": parse, "doc": doc})
-
-
-def read_group(cls: type[Any], env: Mapping[str, str]) -> dict[str, Any]:
-    """The values of `cls`'s fields, each from its variable in `env`."""
-    values = {}
-    for field in dataclasses.fields(cls):
-        raw = (env.get(field.metadata["variable"]) or "").strip()
-        values[field.name] = field.metadata["parse"](field.metadata["variable"], raw) if raw else field.default
-    return values
 
 
 # --- the settings, group by group -----------------------------------------------------------------------
@@ -250,6 +196,15 @@ class RunSettings:  # background runs and idempotent requests (agent_server/runs
 class EvaluationSettings:  # `uv run evaluate` (agent_server/evaluation/); --judge wins
     judge_model: str = setting("EVAL_JUDGE_MODEL", text, "", "the judges' model: `offline`, or as MLflow names one")
 
+@dataclass(frozen=True)
+class PageSettings:  # the chat page's look, the owner's to set (chat_ui.html reads them as it loads: app.py)
+    title: str = setting("CHAT_TITLE", shown_text(60), "Agent chat", "the page's title and heading")
+    greeting: str = setting("CHAT_GREETING", shown_text(300), DEFAULT_GREETING, "what a new chat says")
+    prompts: tuple[str, ...] = setting("CHAT_PROMPTS", prompts, (), "up to 4 suggested prompts, separated by |")
+    accent: str = setting("CHAT_ACCENT", colour, "", "the buttons' colour, #rgb or #rrggbb; unset: the page's")
+    logo: str = setting("CHAT_LOGO", image_file, "", "an image file beside the title: PNG, JPEG, WebP, GIF or SVG")
+
+
 
 class Group(Generic[G]):
     """A group of settings, parsed from the snapshot the first time it is asked for, then kept."""
@@ -285,6 +240,7 @@ class Settings:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
 
+    page = Group(PageSettings)
     def check(self) -> None:
         """Parse every group now (start-app, before it serves): the first bad value is a ConfigurationError."""
         for name in GROUPS:

@@ -7,6 +7,8 @@ replies become text nodes and elements the page builds itself. The template's Ch
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 
 import pytest
@@ -68,3 +70,52 @@ def test_chat_page_runs_only_its_own_script_and_style(app_client):
         assert policy[f"{tag}-src"] == f"'sha256-{digest}'"
     assert policy["default-src"] == "'none'" and policy["connect-src"] == "'self'"
     assert policy["frame-ancestors"] == "'none'"
+
+
+def look_of(page: str) -> dict:
+    [block] = re.findall(r'<script type="application/json" id="look">(.*?)</script>', page, re.DOTALL)
+    return json.loads(block)
+
+
+def test_the_page_has_the_template_look_until_the_owner_sets_one(page):
+    assert look_of(page) == {
+        "title": "Agent chat", "greeting": "Ask anything. Try \u201cWhat time is it?\u201d", "prompts": [],
+        "accent": "", "logo": "",
+    }  # fmt: skip
+
+
+def test_the_owners_title_greeting_prompts_colour_and_logo_reach_the_page_as_data(app_client, app_settings, tmp_path):
+    logo = tmp_path / "logo.png"
+    logo.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
+    app_settings.setenv("CHAT_TITLE", "Support </script><b>bot</b> & co")
+    app_settings.setenv("CHAT_GREETING", "Hi! Ask me about your orders.")
+    app_settings.setenv("CHAT_PROMPTS", "Where is my order? | Return an item")
+    app_settings.setenv("CHAT_ACCENT", "#0A7C5A")
+    app_settings.setenv("CHAT_LOGO", str(logo))
+    page = app_client.get("/").text
+    assert "</script><b>" not in page and "<b>bot" not in page, "the owner's text never ends the data block"
+    assert look_of(page) == {
+        "title": "Support </script><b>bot</b> & co", "greeting": "Hi! Ask me about your orders.",
+        "prompts": ["Where is my order?", "Return an item"], "accent": "#0a7c5a",
+        "logo": "data:image/png;base64," + base64.b64encode(logo.read_bytes()).decode(),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("CHAT_TITLE", "x" * 61, "at most 60"),
+        ("CHAT_GREETING", "Hello\u202eolleh", "direction overrides"),
+        ("CHAT_PROMPTS", "a|b|c|d|e", "at most 4"),
+        ("CHAT_ACCENT", "red", "#rgb or #rrggbb"),
+        ("CHAT_LOGO", "logo.bmp", "must be a"),
+        ("CHAT_LOGO", "missing.png", "cannot be read"),
+    ],
+)
+def test_a_bad_look_setting_stops_the_app_naming_it(app_settings, variable, value, says):
+    from agent_server import config
+
+    app_settings.setenv(variable, value)
+    with pytest.raises(config.ConfigurationError, match=says) as refused:
+        config.settings().check()
+    assert variable in str(refused.value)
