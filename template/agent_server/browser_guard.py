@@ -2,13 +2,17 @@
 """BrowserGuard: it keeps the web pages a developer visits from driving the agent with the
 developer's keys. The app has no login of its own (Databricks Apps puts one in front of
 it), so three checks stand in for one against browsers:
-- a POST must be `Content-Type: application/json` (415): a page may send `text/plain`
-  to any site without asking first, but never JSON;
+- the `Host` must be one the app answers to (400 otherwise), which stops DNS rebinding: a page
+  whose own name was pointed at the app's address sends that name. The names are ALLOWED_HOSTS
+  (comma-separated), else the loopback names (localhost, 127.0.0.1, [::1], any port). The app
+  checks this itself, so it holds whatever server runs it (start-app, or plain uvicorn on
+  0.0.0.0). On Databricks Apps, with no ALLOWED_HOSTS, there is no check: its proxy owns the
+  host. `GET /health` is answered to any host, for the health checks of load balancers and
+  orchestrators, which name the instance by its address;
 - a browser's `Origin` must be the app's own, or one of ALLOWED_ORIGINS (comma-separated
   `scheme://host[:port]`), or the request is refused (403);
-- with ALLOWED_HOSTS set (comma-separated host names), any other `Host` is refused (400),
-  which stops DNS rebinding. start-app sets it to the loopback names when it listens on
-  loopback, as it does unless deployed or told otherwise (HOST).
+- a POST must be `Content-Type: application/json` (415): a page may send `text/plain`
+  to any site without asking first, but never JSON.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from starlette.types import Receive, Scope, Send
 
 from agent_server import config
 from agent_server.asgi import HttpMiddleware
+from agent_server.config import LOOPBACK_HOSTS
 from agent_server.errors import error_response, quoted
+
+HEALTH_CHECK = ("/health", frozenset({"GET", "HEAD"}))  # answered to any host (the module docstring)
 
 
 class BrowserGuard(HttpMiddleware):
@@ -36,9 +43,13 @@ class BrowserGuard(HttpMiddleware):
     def refusal(self, scope: Scope) -> tuple[int, str] | None:
         headers = Headers(scope=scope)
         checks = config.settings().browser
-        host = headers.get("host", "")
-        if checks.allowed_hosts and hostname(host) not in {hostname(allowed) for allowed in checks.allowed_hosts}:
-            return 400, f"Host {quoted(host)} is not one this app answers to; add it to ALLOWED_HOSTS."
+        host, allowed = headers.get("host", ""), allowed_hosts()
+        health_check = scope["path"] == HEALTH_CHECK[0] and scope["method"] in HEALTH_CHECK[1]
+        if allowed is not None and not health_check and hostname(host) not in {hostname(name) for name in allowed}:
+            return 400, (
+                f"Host {quoted(host)} is not one this app answers to: set ALLOWED_HOSTS to the host names clients "
+                f"use to reach it (comma-separated; by default only {', '.join(LOOPBACK_HOSTS)})."
+            )
         origin = headers.get("origin")
         if origin is not None and origin not in (_own_origin(scope, headers), *checks.allowed_origins):
             return (
@@ -49,6 +60,14 @@ class BrowserGuard(HttpMiddleware):
         if scope["method"] == "POST" and media_type != "application/json":
             return 415, "The request body must be JSON, sent with 'Content-Type: application/json'."
         return None
+
+
+def allowed_hosts() -> tuple[str, ...] | None:
+    """The host names the app answers to: ALLOWED_HOSTS, else the loopback names; None: any (Databricks Apps)."""
+    settings = config.settings()
+    if settings.browser.allowed_hosts:
+        return settings.browser.allowed_hosts
+    return None if settings.deployment.on_databricks_apps else LOOPBACK_HOSTS
 
 
 def _own_origin(scope: Scope, headers: Headers) -> str:

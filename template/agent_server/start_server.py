@@ -14,10 +14,10 @@ sign approval requests with one key: MCP_APPROVAL_SECRET, else conversation memo
 Logs go to stderr as agent_server/logs.py sets them up: LOG_LEVEL, and JSON lines when deployed.
 
 It listens on loopback (127.0.0.1) unless told otherwise (--host or HOST) or deployed
-(Databricks Apps sets DATABRICKS_APP_PORT), and on loopback it answers only to the
-loopback host names (ALLOWED_HOSTS, see agent_server/browser_guard.py): the app has no
-login of its own, so it is not offered to the network by default. Every setting is declared
-and checked in agent_server/config.py.
+(Databricks Apps sets DATABRICKS_APP_PORT): the app has no login of its own, so it is not
+offered to the network by default. Wherever it listens, the app itself answers only to the
+loopback host names unless ALLOWED_HOSTS names others (agent_server/browser_guard.py), as it
+does under any server. Every setting is declared and checked in agent_server/config.py.
 """
 
 from __future__ import annotations
@@ -122,17 +122,16 @@ def main(argv: list[str] | None = None) -> None:
         kept = memory.check_database()  # a database that is down or too new stops start-app here, in one line
     except config.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
-    if not is_loopback(args.host) and not settings.deployment.on_databricks_apps and not settings.browser.allowed_hosts:
-        # Exposed, a page anywhere could rebind its own name to this address and drive the agent (DNS rebinding).
-        sys.exit(
-            f"start-app: listening on {args.host} reaches beyond this machine, so set ALLOWED_HOSTS to the host names "
-            "clients use to reach the app (comma-separated, such as agent.example.com,10.0.0.5): a request for any "
-            "other name gets a 400. On Databricks Apps the platform's proxy owns the host, and this is not needed."
+    from agent_server.browser_guard import allowed_hosts  # starlette's, which serving loads anyway
+
+    if not is_loopback(args.host) and allowed_hosts() == LOOPBACK_HOSTS:
+        # The app answers only to those names whatever it listens on (DNS rebinding: browser_guard.py); said here, so
+        # that the 400s other clients get are no surprise.
+        print(
+            f"start-app: listening on {args.host}, the app answers only to the host names {', '.join(LOOPBACK_HOSTS)}: "
+            "set ALLOWED_HOSTS to the names clients use to reach it (comma-separated, such as agent.example.com)",
+            flush=True,
         )
-    if is_loopback(args.host) and not settings.browser.allowed_hosts:
-        # DNS rebinding: answer only to loopback names. Set in the environment, for uvicorn's worker processes too.
-        os.environ["ALLOWED_HOSTS"] = ",".join(LOOPBACK_HOSTS)
-        config.reload()
     if args.workers > 1 and not settings.mcp.approval_secret and not memory.enabled():
         # An approval one worker signs is answered to another: all of them sign with one secret. With memory on it is
         # the store's (shared by every instance on it, across restarts: memory/approval_store.py); without, made here.

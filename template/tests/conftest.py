@@ -134,6 +134,17 @@ def conversation_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         yield url
 
 
+@pytest.fixture(scope="session", autouse=True)
+def test_client_host() -> Iterator[None]:
+    """The app in the tests' process answers to TestClient's host name, `testserver`, besides the loopback names
+    (its servers in threads: support.ServerThread). Served, it answers only to the loopback names unless
+    ALLOWED_HOSTS says others (agent_server/browser_guard.py), and the apps the tests start inherit none of this
+    (support.NOT_INHERITED)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ALLOWED_HOSTS", ",".join(("testserver", *config.LOOPBACK_HOSTS)))
+        yield
+
+
 @pytest.fixture(params=llm.API_MODES)
 def api_mode(request: pytest.FixtureRequest, app_settings: AppSettings) -> str:
     app_settings.setenv("LLM_PROVIDER", "offline")

@@ -23,7 +23,7 @@ READS_THE_ENVIRONMENT = {
     "__init__.py": "sets MLflow's telemetry default before MLflow loads",
     "tracing.py": "sets MLflow's own variables (where traces go, bounded export) before MLflow reads them, and marks"
     " the processes start-app serves in, which flush their traces as they stop",
-    "start_server.py": "puts ALLOWED_HOSTS in the environment for uvicorn's worker processes",
+    "start_server.py": "puts MCP_APPROVAL_SECRET in the environment for uvicorn's worker processes",
     "evaluation/cli.py": "sets up the process `uv run evaluate` runs in: every turn traced, the judges' server",
 }
 

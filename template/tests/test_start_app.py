@@ -59,15 +59,18 @@ def test_listens_on_loopback_unless_deployed_or_told(app_settings, env, argv, ho
     assert start_server.parse_args(argv).host == host
 
 
-def test_listening_beyond_loopback_needs_allowed_hosts():
-    """Exposed means allow-listed: with HOST=0.0.0.0 and no ALLOWED_HOSTS, start-app says what to set."""
-    args = [START_APP, "--port", str(free_port())]
-    result = subprocess.run(args, env=app_env(LLM_PROVIDER="offline", HOST="0.0.0.0"), capture_output=True, text=True)
-    assert result.returncode != 0 and "set ALLOWED_HOSTS" in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr
-    with StartedApp(app_env(LLM_PROVIDER="offline", HOST="0.0.0.0", ALLOWED_HOSTS="127.0.0.1")) as url:
-        assert httpx.get(f"{url}/health").status_code == 200
-        assert httpx.get(f"{url}/health", headers={"host": "evil.example"}).status_code == 400
+def test_listening_beyond_loopback_the_app_answers_only_to_the_names_allowed():
+    """Exposed means allow-listed, by the app itself (browser_guard.py): with HOST=0.0.0.0 and no ALLOWED_HOSTS it
+    answers only to the loopback names, and start-app says what to set."""
+    app = StartedApp(app_env(LLM_PROVIDER="offline", HOST="0.0.0.0"))
+    with app as url:
+        assert httpx.get(f"{url}/").status_code == 200
+        assert httpx.get(f"{url}/", headers={"host": "evil.example"}).status_code == 400
+        assert "set ALLOWED_HOSTS" in app.output, app.output
+    allowed = app_env(LLM_PROVIDER="offline", HOST="0.0.0.0", ALLOWED_HOSTS="127.0.0.1,agent.example.com")
+    with StartedApp(allowed) as url:
+        assert httpx.get(f"{url}/", headers={"host": "agent.example.com"}).status_code == 200
+        assert httpx.get(f"{url}/", headers={"host": "evil.example"}).status_code == 400
 
 
 @pytest.mark.parametrize(("name", "value"), [("PORT", "abc"), ("DATABRICKS_APP_PORT", "70000"), ("PORT", "-1")])
