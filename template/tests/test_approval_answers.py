@@ -129,6 +129,15 @@ def test_an_approved_call_runs_once_and_a_denial_sent_after_it_runs_nothing(clie
     assert runs() == (["a.txt"] if tool == "mcp" else ["10 EUR"])
 
 
+def test_only_answers_to_ids_of_the_apps_shape_are_kept():
+    """A client's made-up id (here one longer than the store's column) names no request of the app's: its answer is
+    not kept, so no history can fail its turns in the store."""
+    made = approvals.approval_id([{"role": "user", "content": "Delete it"}], "delete_file", "{}")
+    ids = [made, approvals.ID_PREFIX + "f" * 100, approvals.ID_PREFIX + "1"]
+    items = [{"type": "function_call_output", "call_id": call_id, "output": approvals.DENIED} for call_id in ids]
+    assert approvals.answers(items) == {made: False}
+
+
 @pytest.mark.parametrize("client", ["memory"], indirect=True)
 def test_a_request_that_expired_or_was_signed_with_another_key_is_marked_and_its_approval_runs_nothing(
     client, app_settings

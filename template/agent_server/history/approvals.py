@@ -33,6 +33,7 @@ from typing import Any
 from agent_server import config
 
 ID_PREFIX = "mcpr_"
+ID_LENGTH = len(ID_PREFIX) + 16 + 32  # the prefix, the stamp, the signature (approval_id)
 APPROVED = "\x00approved: the app runs this tool and puts its output here"
 NOT_RUN_AGAIN = "This tool call was approved earlier; its output is not in this conversation."
 DENIED = "The user denied this tool call."
@@ -127,12 +128,14 @@ def is_answer(output: Any) -> bool:
 
 
 def answers(items: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
-    """The user's answers in these (paired) items, by approval id: True for an approval, False for a denial."""
+    """The user's answers in these (paired) items, by approval id: True for an approval, False for a denial. Only
+    ids of this app's shape (a client's made-up id names no request, and is not kept)."""
     return {
         item["call_id"]: item["output"] == APPROVED
         for item in items
         if item.get("type") == "function_call_output"
-        and str(item.get("call_id", "")).startswith(ID_PREFIX)
+        and len(str(item.get("call_id"))) == ID_LENGTH
+        and stamp_of(item.get("call_id")) is not None
         and is_answer(item.get("output"))
     }
 
