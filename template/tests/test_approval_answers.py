@@ -7,6 +7,7 @@ tool (charge_card, `needs_approval=True`)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -43,7 +44,11 @@ def declared(tools_url: str) -> str:
     return json.dumps([{"name": "tools", "url": tools_url, "require_approval": ["delete_file"]}])
 
 
-@pytest.fixture(params=["memory", "no-memory"])
+# Memory on SQLite, off, and on PostgreSQL when MEMORY_TEST_POSTGRES_URL names a database (tests/test_memory.py).
+STORES = ["memory", "no-memory"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
+
+
+@pytest.fixture(params=STORES)
 def client(request, app_settings, api_mode, model_log, tools_url, monkeypatch) -> Iterator[tuple[TestClient, bool]]:
     """The app with an MCP server whose delete_file asks first, and an agent whose own charge_card does; with
     conversation memory on, or off (MEMORY_BACKEND=none)."""
@@ -52,12 +57,15 @@ def client(request, app_settings, api_mode, model_log, tools_url, monkeypatch) -
     app_settings.setenv("MCP_SERVERS", declared(tools_url))
     if request.param == "no-memory":
         app_settings.setenv("MEMORY_BACKEND", "none")
+    elif request.param == "postgres":
+        app_settings.setenv("MEMORY_BACKEND", "postgres")
+        app_settings.setenv("MEMORY_DATABASE_URL", os.environ["MEMORY_TEST_POSTGRES_URL"])
     starter = agent.create_agent
     monkeypatch.setattr(agent, "create_agent", lambda: starter().clone(tools=[*starter().tools, charge_card]))
     DELETED.clear()
     CHARGED.clear()
     with TestClient(app) as test_client:
-        yield test_client, request.param == "memory"
+        yield test_client, request.param != "no-memory"
 
 
 def runs() -> list[str]:
@@ -138,7 +146,7 @@ def test_only_answers_to_ids_of_the_apps_shape_are_kept():
     assert approvals.answers(items) == {made: False}
 
 
-@pytest.mark.parametrize("client", ["memory"], indirect=True)
+@pytest.mark.parametrize("client", [store for store in STORES if store != "no-memory"], indirect=True)
 def test_a_request_that_expired_or_was_signed_with_another_key_is_marked_and_its_approval_runs_nothing(
     client, app_settings
 ):
