@@ -6,6 +6,7 @@ tool (charge_card, `needs_approval=True`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -16,12 +17,15 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from agents import function_tool
 from fastapi.testclient import TestClient
 from support import DELETED, ServerThread, StartedApp, app_env, mcp_tool_server, post_turn, reply_text
 
 from agent_server import agent
 from agent_server.history import approvals
+from agent_server.memory import approval_store
+from agent_server.memory.store import Store
 
 CHARGED: list[str] = []
 PROMPTS = {"mcp": "Use delete_file, please", "local": "Use charge_card, please"}
@@ -144,6 +148,25 @@ def test_only_answers_to_ids_of_the_apps_shape_are_kept():
     ids = [made, approvals.ID_PREFIX + "f" * 100, approvals.ID_PREFIX + "1"]
     items = [{"type": "function_call_output", "call_id": call_id, "output": approvals.DENIED} for call_id in ids]
     assert approvals.answers(items) == {made: False}
+
+
+def test_processes_that_open_one_store_at_once_sign_with_one_key(tmp_path):
+    """Eight stores (as eight processes would) ask a new database for its key at once: one key, made by whichever
+    came first, and the same after a restart (approval_store.signing_key: insert if absent, then read)."""
+    url = sa.URL.create("sqlite+pysqlite", database=str(tmp_path / "conversations.db"))
+
+    async def keys() -> list[str]:
+        first = Store(url)
+        await first.open()  # migrated once, as start-app's check does before its workers start
+        stores = [first, *(Store(url) for _ in range(7))]
+        try:
+            return list(await asyncio.gather(*(store.run(approval_store.signing_key, True) for store in stores)))
+        finally:
+            await asyncio.gather(*(store.close() for store in stores))
+
+    made = asyncio.run(keys())
+    assert len(set(made)) == 1 and len(made[0]) == 64
+    assert asyncio.run(keys()) == made, "kept: a restart signs with the same key"
 
 
 @pytest.mark.parametrize("client", [store for store in STORES if store != "no-memory"], indirect=True)
