@@ -178,6 +178,7 @@ class MemoryVariables:
     max_turn_bytes: int = setting("MEMORY_MAX_TURN_BYTES", number(integer=True), 4 * MIB, "what one turn may add")
     lease_seconds: float = setting("MEMORY_TURN_LEASE_SECONDS", number(), 900.0, "how long a live turn may hold it")
     lease_renew_seconds: float = setting("MEMORY_LEASE_RENEW_SECONDS", number(), 10.0, "a dead holder's: free in 3x")
+    queue_seconds: float = setting("MEMORY_TURN_QUEUE_SECONDS", number(True), 30.0, "a busy one's next turn waits")
     pghost: str = setting("PGHOST", text, "", "PostgreSQL's host, when MEMORY_DATABASE_URL is unset")
     pgport: int = setting("PGPORT", number(integer=True), 5432, "its port")
     pgdatabase: str | None = setting("PGDATABASE", text, None, "its database")
@@ -248,7 +249,6 @@ class Settings:
 
 
 GROUPS = {name: group.cls for name, group in vars(Settings).items() if isinstance(group, Group)}
-
 
 _current: Settings | None = None
 

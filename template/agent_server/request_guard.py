@@ -38,6 +38,7 @@ from agent_server import config, llm, memory, request_state, turn_starts
 from agent_server.asgi import HttpMiddleware, replaying
 from agent_server.errors import BadRequest, error_response
 from agent_server.history import HistoryError, approvals, json_type, pair_calls_with_outputs, render_each
+from agent_server.memory import queue as memory_queue
 from agent_server.offload import INLINE_BYTES, INLINE_ITEMS, cpu_work
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ class RequestGuard(HttpMiddleware):
         attempt: request_state.RunAttempt | None = scope.get(RUN_ATTEMPT_KEY)
         try:
             body, sent = await cpu_work(len(raw) <= INLINE_BYTES, checked_body, raw)
+            memory_queue.client_messages.set(receive)  # a turn that waits for its conversation leaves on a hang-up
             turn = await memory.start_turn(headers, body, sent, attempt.continues_from if attempt else None)
         except BadRequest as error:
             await error_response(error.status, str(error), error.param)(scope, receive, send)

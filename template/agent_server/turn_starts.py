@@ -10,9 +10,10 @@ milliseconds, and the new turns start as fast as the core has room for them: a b
 to start, and no stream stutters for it.
 
 A turn starts once its body is read (a slow client holds no place) and has started when its model call begins
-(output_items.UniqueCallIds calls `model_called`), when its request ends, or after MAX_START_SECONDS, whichever
-is first: a start that waits on I/O (an MCP server connecting, a tool the user approved) lets the next turn
-start after that long, and never blocks the others for longer.
+(output_items.UniqueCallIds calls `model_called`), when it waits for its conversation (memory/queue.py calls
+`waiting`), when its request ends, or after MAX_START_SECONDS, whichever is first: a start that waits on I/O (an
+MCP server connecting, a tool the user approved) lets the next turn start after that long, and never blocks the
+others for longer.
 """
 
 from __future__ import annotations
@@ -69,3 +70,8 @@ def model_called() -> None:
     place = _place.get()
     if place is not None:
         place.give_back()
+
+
+def waiting() -> None:
+    """This request's turn waits for its conversation, answering another request: the next turn starts meanwhile."""
+    model_called()

@@ -171,7 +171,9 @@ def test_the_owner_deletes_a_conversation(client):
     assert counts(1, 0) in reply_text(chat.send("Hi again")), "the id starts afresh"
 
 
-def test_a_second_turn_while_one_runs_is_a_409_and_nothing_interleaves(client, backend):
+def test_with_no_queue_a_second_turn_while_one_runs_is_a_409_and_nothing_interleaves(client, backend, app_settings):
+    """MEMORY_TURN_QUEUE_SECONDS=0: a turn of a busy conversation does not wait for it (test_ordered_turns.py)."""
+    app_settings.setenv("MEMORY_TURN_QUEUE_SECONDS", "0")
     chat = Conversation(client, stream=False)
     chat.send("One")
 

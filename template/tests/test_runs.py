@@ -17,6 +17,7 @@ from agents import Agent, function_tool
 from fastapi.testclient import TestClient
 from support import replayed, reply_text, sse_events
 from test_memory import ADA, BOB, backend  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
+from test_ordered_turns import waiting
 
 from agent_server import llm
 from agent_server.memory import database, leases
@@ -189,18 +190,31 @@ def test_background_with_memory_off_is_a_400_that_says_why(app_settings, api_mod
         assert client.get("/responses/resp_x").status_code == 404
 
 
-def test_a_background_turn_holds_its_conversation(client, slow):
+def test_a_background_turn_of_a_busy_conversation_waits_for_its_turn(client, slow, app_settings):
+    """A run replays its request through the app, so it queues as any turn does (memory/queue.py): a second run of
+    the conversation waits for the first and runs after it, seeing its answer; its POST answers once it runs. With
+    MEMORY_TURN_QUEUE_SECONDS=0 it is refused at once, as without `background`."""
     body = {"input": [{"role": "user", "content": "Please hold"}], "background": True}
     run = client.post("/responses", json=body).json()
-    conversation = {"conversation_id": run["custom_outputs"]["session_id"]}
-    named = {"input": [{"role": "user", "content": "And?"}], "context": conversation}
-    second = client.post("/responses", json=named)
-    assert second.status_code == 409, "a second turn of the conversation waits for the background one"
-    refused = client.post("/responses", json={**named, "background": True})
-    assert refused.status_code == 409, "refused at once, and no run kept"
+    until(lambda: slow.calls, "the tool to start")
+    conversation = run["custom_outputs"]["session_id"]
+    named = {"input": [{"role": "user", "content": "And?"}], "context": {"conversation_id": conversation}}
+    app_settings.setenv("MEMORY_TURN_QUEUE_SECONDS", "0")
+    background = {"background": True}
+    refused = client.post("/responses", json={**named, **background})
+    assert refused.status_code == 409 and "answering another request" in refused.json()["error"]["message"]
+    app_settings.setenv("MEMORY_TURN_QUEUE_SECONDS", "30")
+    answers: list[Any] = []
+    second = threading.Thread(target=lambda: answers.append(client.post("/responses", json={**named, **background})))
+    second.start()
+    until(lambda: waiting(conversation) == 1, "the second run to wait for its turn")
     slow.release.set()
-    ended(client, run["id"])
-    assert client.post("/responses", json=named).status_code == 200
+    second.join(30)
+    assert answers[0].status_code == 200 and answers[0].json()["status"] == "in_progress", answers[0].text
+    assert ended(client, run["id"])["status"] == "completed"
+    after = ended(client, answers[0].json()["id"])
+    assert after["status"] == "completed"
+    assert "I saw 2 user, 1 assistant and 1 tool turns" in reply_text(after["output"]), "the first run's answer"
 
 
 def test_a_refused_request_is_answered_as_without_a_run(client):

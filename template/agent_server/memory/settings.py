@@ -19,6 +19,8 @@ the store needs, the database URL above all.
   turn may take it.
 - MEMORY_LEASE_RENEW_SECONDS (10): how often a process renews its turns' leases; one whose holder
   stopped renewing it (a process that died mid-turn) is free after three times that (leases.py).
+- MEMORY_TURN_QUEUE_SECONDS (30; 0: no wait): how long a turn of a conversation that is answering another
+  request waits for its turn (queue.py) before its 409.
 
 start-app reads them before it serves (memory.check_database): a bad one stops it in one line.
 """
@@ -48,6 +50,7 @@ class MemorySettings:
     max_turn_bytes: int = 4 * 1024 * 1024
     lease_seconds: float = 900
     lease_renew_seconds: float = 10
+    queue_seconds: float = 30
 
     @classmethod
     def from_config(cls, current: config.Settings) -> MemorySettings:
@@ -73,6 +76,7 @@ class MemorySettings:
             max_turn_bytes=variables.max_turn_bytes,
             lease_seconds=variables.lease_seconds,
             lease_renew_seconds=variables.lease_renew_seconds,
+            queue_seconds=variables.queue_seconds,
         )
 
 

@@ -5,7 +5,7 @@ The tables and their forward-only migrations are in schema.py; `open` brings a d
 
 Two requests in one conversation never interleave: a turn first takes the conversation's lease
 (a conditional UPDATE, which holds across app instances on one database), and the second gets
-Busy (409) until the first finishes, or its lease runs out (leases.py: its holder stopped renewing
+Busy, and waits in queue.py, until the first finishes, or its lease runs out (leases.py: its holder stopped renewing
 it, or the turn ran past MEMORY_TURN_LEASE_SECONDS). The turn's items are written in one transaction when it finishes,
 so a conversation is never half-written. A turn's transactions are in turn_transactions.py.
 """
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent_server.memory import engines, statements, turn_transactions
+from agent_server.memory import engines, queue, statements, turn_transactions
 from agent_server.memory.records import Busy, Conversation, StoredItem, Unavailable
 from agent_server.memory.schema import SchemaTooNew, conversations, items, migrate
 
@@ -86,12 +86,14 @@ class Store:
                 turn_transactions.finish_turn, owner, conversation_id, lease, turn, replaces, title, max_items
             )
             await self._run(finish, write=True)
+            queue.given_back(owner, conversation_id)
             return
         # One statement, one round trip (turn_transactions.py); the same `now` if it runs again.
         in_one = functools.partial(
             turn_transactions.finish_turn_in_one_statement, owner, conversation_id, lease, turn, title, time.time()
         )
         held = await self._run(in_one, write=True, each_statement_alone=True)
+        queue.given_back(owner, conversation_id)
         if held is not None and 0 < max_items < held:  # under the limit (most turns), nothing more to do
             await self._run(functools.partial(turn_transactions.keep_newest, owner, conversation_id, max_items), True)
 
@@ -99,6 +101,7 @@ class Store:
         """Give the lease back, storing nothing (a turn that failed or was stopped); a conversation with
         nothing stored (its first turn failed) is not kept."""
         await self._run(functools.partial(turn_transactions.release, owner, conversation_id, lease), write=True)
+        queue.given_back(owner, conversation_id)
 
     async def conversations(self, owner: str, limit: int = 100) -> list[Conversation]:
         return await self._run(functools.partial(_conversations, owner, limit))
@@ -114,9 +117,11 @@ class Store:
         """Delete every conversation last updated before `cutoff` (seconds since the epoch); returns how many."""
         return await self._run(functools.partial(_delete_older_than, cutoff), write=True)
 
-    async def run(self, transaction: Callable[[sa.Connection], T], write: bool = False) -> T:
-        """`transaction` in one database transaction, as the store's own methods run theirs (leases.py)."""
-        return await self._run(transaction, write)
+    async def run(
+        self, transaction: Callable[[sa.Connection], T], write: bool = False, each_statement_alone: bool = False
+    ) -> T:
+        """`transaction` in one database transaction, as the store's own methods run theirs (leases.py, queue.py)."""
+        return await self._run(transaction, write, each_statement_alone)
 
     async def _run(
         self, transaction: Callable[[sa.Connection], T], write: bool = False, each_statement_alone: bool = False

@@ -20,7 +20,9 @@ A turn is stored when it completes, all at once with its answer. A turn that fai
 stream the client cut, is not stored at all: the client still holds what it sent, and sends it again.
 A background run that its client cancels is stored as it stopped (its prompt, what it produced, each call
 it left running answered as interrupted), after the turns before it (request_guard.py, merge.py).
-Two turns of one conversation at once: the second gets a 409 (store.py).
+Two turns of one conversation at once: the second waits, and runs once the first is done, seeing its answer;
+turns that find their conversation busy run in the order they came, across workers and instances (queue.py).
+One that waits longer than MEMORY_TURN_QUEUE_SECONDS gets a 409 that says how long the conversation has been busy.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from agent_server import config, llm
 from agent_server.errors import BadRequest
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.json_body import hides_text
-from agent_server.memory import database, leases
+from agent_server.memory import database, leases, queue
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
 from agent_server.memory.settings import enabled, settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
@@ -211,12 +213,8 @@ async def start_turn(
     lease = leases.new_lease()
     try:
         stored_items = await (await database.store()).start_turn(owner, conversation_id, lease, database.hold_seconds())
-    except Busy:
-        raise BadRequest(
-            f"Conversation {conversation_id} is answering another request; send this one when that one is done.",
-            "context.conversation_id",
-            status=409,
-        ) from None
+    except Busy:  # another turn holds it: this one waits for its turn (a 409 past MEMORY_TURN_QUEUE_SECONDS)
+        stored_items = await queue.wait_turn(owner, conversation_id, lease)
     except Unavailable as error:
         message = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
         raise BadRequest(message, status=503) from None

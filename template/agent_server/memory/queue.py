@@ -1,0 +1,160 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Ordered turns: a turn of a conversation that is answering another request waits, and runs after the turns that
+came before it, with their answers in its history (as Databricks' DurableAgentServer orders a session's turns).
+
+A turn that finds its conversation busy (store.py's Busy) takes a ticket in `agent_turn_queue` (schema.py): its
+owner, conversation, an increasing ticket, and the lease it will hold the conversation with. Then it tries again,
+after a pause that grows from FIRST_PAUSE to LAST_PAUSE, or at once when a turn of this process gives the
+conversation back (`given_back`). The lease goes only to a turn that no live waiter came before (statements.TAKE),
+so on one database, across workers and instances, turns run in the order they reached it, not in the order their
+tries happen to land. A turn that has not waited takes a free conversation only if nobody waits for it, in the
+same one statement as before (PostgreSQL's statements.TAKE_AND_READ): no round trip more.
+
+Each try keeps the waiter's place for WAITER_SECONDS more: a waiter whose process died (kill -9) holds up those
+behind it no longer than that. A waiter leaves the queue with its turn; when its client hangs up (the request
+guard hands it the client's messages, in `client_messages`); and after MEMORY_TURN_QUEUE_SECONDS (30 s; 0: no
+wait), with a 409 that says how long the conversation has been busy. The wait is part of the request: with the
+Databricks Apps proxy's 120 s a request, 30 s of waiting leaves the turn most of its time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from agent_server import turn_starts
+from agent_server.errors import BadRequest
+from agent_server.memory import turn_transactions
+from agent_server.memory.records import Busy, StoredItem, Unavailable
+from agent_server.memory.schema import turn_queue
+from agent_server.memory.settings import settings
+
+if TYPE_CHECKING:
+    from agent_server.memory.store import Store
+
+FIRST_PAUSE, LAST_PAUSE = 0.05, 0.5  # between a waiter's tries, doubling
+WAITER_SECONDS = 5.0  # how long a try keeps a waiter's place: ten tries' time
+GONE_SECONDS = 60.0  # a place this long out of date is deleted, by the next turn that starts to wait
+
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]  # ASGI's: a request's messages, after its body its hang-up
+# The request's, set by the request guard (a background run's never hangs up: its task is cancelled instead).
+client_messages: contextvars.ContextVar[Receive | None] = contextvars.ContextVar("client_messages", default=None)
+_waiting: dict[tuple[str, str], set[asyncio.Event]] = {}  # this process's waiters, by conversation
+
+
+async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[StoredItem]:
+    """The conversation's stored items, once this turn, which found it busy, holds it with `lease`: after the turns
+    that came before it. BadRequest: 409 after MEMORY_TURN_QUEUE_SECONDS, 503 if the database fails, 499 (nobody
+    reads it) if the client hung up."""
+    from agent_server.memory import database  # here: the store it opens imports this module
+
+    limit = settings().queue_seconds
+    if limit <= 0:
+        raise _busy(conversation_id, "is answering another request")
+    store, hold, arrived = await database.store(), database.hold_seconds(), time.monotonic()
+    stirred = asyncio.Event()
+    _waiting.setdefault((owner, conversation_id), set()).add(stirred)
+    turn_starts.waiting()  # the next turn may start meanwhile
+    watcher = _watch(client_messages.get(), stirred)
+    try:
+        ticket = await store.run(functools.partial(_enqueue, owner, conversation_id, lease), write=True)
+        pause = FIRST_PAUSE
+        while True:
+            take = functools.partial(_take_in_turn, owner, conversation_id, lease, ticket, hold)
+            if (found := await store.run(take, write=True, each_statement_alone=True)) is not None:
+                return found
+            waited = time.monotonic() - arrived
+            if waited >= limit:
+                why = f"has been answering another request for {waited:.0f} s (MEMORY_TURN_QUEUE_SECONDS={limit:g})"
+                raise _busy(conversation_id, why)
+            stirred.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(pause, limit - waited)):
+                    await stirred.wait()
+            if watcher is not None and watcher.done():
+                raise BadRequest(f"The client hung up while its turn waited for {conversation_id}.", status=499)
+            pause = min(2 * pause, LAST_PAUSE)
+    except Unavailable as error:
+        await _give_up(store, owner, conversation_id, lease)
+        message = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
+        raise BadRequest(message, status=503) from None
+    except BaseException:  # the wait's end, a hang-up, or the request's task cancelled (a run's, the server's stop)
+        await _give_up(store, owner, conversation_id, lease)
+        raise
+    finally:
+        waiters = _waiting.get((owner, conversation_id), set())
+        waiters.discard(stirred)
+        if not waiters:
+            _waiting.pop((owner, conversation_id), None)
+        if watcher is not None:
+            watcher.cancel()
+
+
+def given_back(owner: str, conversation_id: str) -> None:
+    """A turn of this process gave the conversation back (or a waiter left): its waiters here try at once."""
+    for stirred in _waiting.get((owner, conversation_id), ()):
+        stirred.set()
+
+
+def _busy(conversation_id: str, why: str) -> BadRequest:
+    message = f"Conversation {conversation_id} {why}; send this one when that one is done."
+    return BadRequest(message, "context.conversation_id", status=409)
+
+
+def _watch(receive: Receive | None, stirred: asyncio.Event) -> asyncio.Task[None] | None:
+    """A task that ends, stirring the waiter, when the client hangs up."""
+    if receive is None:
+        return None
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        stirred.set()
+
+    return asyncio.ensure_future(watch())
+
+
+async def _give_up(store: Store, owner: str, conversation_id: str, lease: str) -> None:
+    """Leave the queue, and give the conversation back if this waiter took it as it was stopped."""
+    with contextlib.suppress(Unavailable):  # its place and the lease run out by themselves
+        await asyncio.shield(store.run(functools.partial(_leave, owner, conversation_id, lease), write=True))
+    given_back(owner, conversation_id)
+
+
+# --- the queue's transactions (store.run runs each) ------------------------------------------------------------
+
+
+def _enqueue(owner: str, conversation_id: str, lease: str, connection: sa.Connection) -> int:
+    """A place at the end of the conversation's queue: its ticket. Places long out of date (their waiters' processes
+    died) go first."""
+    now = time.time()
+    connection.execute(turn_queue.delete().where(turn_queue.c.expires_at < now - GONE_SECONDS))
+    place = {"owner": owner, "conversation_id": conversation_id, "lease": lease, "expires_at": now + WAITER_SECONDS}
+    return int(connection.execute(turn_queue.insert().values(place).returning(turn_queue.c.ticket)).scalar_one())
+
+
+def _take_in_turn(
+    owner: str, conversation_id: str, lease: str, ticket: int, hold_seconds: float, connection: sa.Connection
+) -> list[StoredItem] | None:
+    """The waiter's place kept, and the conversation taken if no live waiter came before it (its items), else None.
+    Each statement stands alone, as a turn's start's do (turn_transactions.start_turn), and the whole may run again."""
+    keep = turn_queue.update().where(turn_queue.c.lease == lease).values(expires_at=time.time() + WAITER_SECONDS)
+    connection.execute(keep)
+    try:
+        found = turn_transactions.start_turn(owner, conversation_id, lease, hold_seconds, connection, before=ticket)
+    except Busy:
+        return None
+    connection.execute(turn_queue.delete().where(turn_queue.c.lease == lease))
+    return found
+
+
+def _leave(owner: str, conversation_id: str, lease: str, connection: sa.Connection) -> None:
+    connection.execute(turn_queue.delete().where(turn_queue.c.lease == lease))
+    turn_transactions.release(owner, conversation_id, lease, connection)
