@@ -20,10 +20,12 @@ import tomllib
 from pathlib import Path
 
 import copier
+import httpx
 import pytest
 import yaml
 from copier.errors import UnsafeTemplateError
-from renders import ROOT, assert_all_passed, clean_env, passed, render, uv
+from renders import ROOT, assert_all_passed, clean_env, passed, render, uv, uv_binary
+from servers import ServerProcess, free_port
 from template_versions import append, commit, generate, git, new_repo, release, replace_once, update
 
 pytestmark = pytest.mark.xdist_group("update")
@@ -235,6 +237,10 @@ def test_my_agent():
 '''
 OWNER_README = "Questions about this bot go to the Acme support team.\n\n"
 OWNER_ENV = "\n# Acme's search service, used by the search tool.\nACME_SEARCH_URL=http://localhost:9200\n"
+# The page's look, in the owner's .env (README, Your code): no update touches it.
+OWNER_LOOK = (
+    'CHAT_TITLE="Acme support"\nCHAT_GREETING="Ask about your Acme order."\nCHAT_PROMPTS="Where is it?|Return it"\n'
+)
 
 
 def customise(app: Path) -> None:
@@ -248,6 +254,7 @@ def customise(app: Path) -> None:
     (app / "tests/test_my_agent.py").write_text(OWNER_TEST)
     replace_once(app / "README.md", r"## Quick start\n\n", "## Quick start\n\n" + OWNER_README)
     append(app / ".env.example", OWNER_ENV)
+    (app / ".env").write_text(OWNER_LOOK)
     add_dependency(app, f"funcy=={locked_version(ROOT / 'uv.lock', 'funcy')}")
 
 
@@ -310,6 +317,19 @@ def test_customised_app_keeps_its_changes_and_gets_the_template_change(versions,
         assert passed(test, output), test
     commit(app, "Update from the template")
     assert weekly_check(app, tmp_path) == (0, ""), "up to date: the weekly job passes"
+    assert (app / ".env").read_text() == OWNER_LOOK
+    assert page_look(app) == {"title": "Acme support", "greeting": "Ask about your Acme order.",
+                              "prompts": ["Where is it?", "Return it"], "accent": "", "logo": ""}  # fmt: skip
+
+
+def page_look(app: Path) -> dict:
+    """The look the updated app's page carries, served by `start-app` (which reads the owner's .env)."""
+    port = free_port()
+    command = [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port)]
+    with ServerProcess(command, app_env(), f"http://127.0.0.1:{port}/health", cwd=app) as server:
+        page = httpx.get(f"{server.url}/", timeout=30).text
+    [block] = re.findall(r'<script type="application/json" id="look">(.*?)</script>', page, re.DOTALL)
+    return json.loads(block)
 
 
 # --- 3. the retrofit: an app from before the render step ----------------------------------------
