@@ -24,12 +24,13 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from agents import Agent, FunctionTool
+from agents import Agent, FunctionTool, RunConfig
 from agents.mcp import MCPServer
 from agents.tool_context import ToolContext
 
 from agent_server import approval_answers, request_state
 from agent_server.history import approvals
+from agent_server.logs import tool_failure
 from agent_server.mcp_connections import run_tool
 
 logger = logging.getLogger(__name__)
@@ -66,10 +67,17 @@ def approving_tools(owners_agent: Agent | None) -> dict[str, FunctionTool]:
     return {tool.name: tool for tool in tools if isinstance(tool, FunctionTool) and tool.needs_approval is not False}
 
 
+_LOGS_FAILURES = RunConfig(tool_error_formatter=tool_failure)
+
+
 async def run_local(tool: FunctionTool, call: dict[str, Any]) -> str:
     """Run the owner's function tool as the SDK would have; a failure is the output's text, as with any tool."""
     context = ToolContext(
-        context=None, tool_name=tool.name, tool_call_id=call["call_id"], tool_arguments=call["arguments"]
+        context=None,
+        tool_name=tool.name,
+        tool_call_id=call["call_id"],
+        tool_arguments=call["arguments"],
+        run_config=_LOGS_FAILURES,  # a tool that raises is logged with why, as in a run (handlers.py)
     )
     try:
         return str(await tool.on_invoke_tool(context, call["arguments"] or "{}"))

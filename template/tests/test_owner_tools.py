@@ -16,9 +16,9 @@ import pytest
 from agents import Agent, function_tool
 from agents.tool_context import ToolContext
 from pydantic import BaseModel, Field
-from support import Chat, reply_text
+from support import Chat, post, reply_text
 
-from agent_server import llm
+from agent_server import approved_calls, llm
 from agent_server.offline.arguments import tool_arguments
 
 SDK_FALLBACK = "An error occurred while running the tool"
@@ -117,3 +117,24 @@ def test_a_tool_that_raises_is_logged_with_why_and_the_model_reads_the_sdks_mess
     assert "ValueError: a die with 1 side cannot roll (raised at " in record.getMessage()
     assert "in roll_dice)" in record.getMessage()
     assert record.exc_info and record.exc_info[1].args == ("a die with 1 side cannot roll",)
+
+
+def test_an_approved_tool_that_raises_is_logged_too(app_client, monkeypatch, caplog):
+    @function_tool(needs_approval=True)
+    def cancel_order(order: int) -> str:
+        """Cancel an order (it asks first)."""
+        raise RuntimeError(f"order {order} is already shipped")
+
+    owners = Agent(name="shop", instructions="x", model=llm.model(), tools=[cancel_order])
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: owners)
+    approved_calls.forget_all()
+    chat = Chat(app_client, stream=False)
+    [approval] = chat.send("cancel_order please")
+    chat.history.append({"type": "mcp_approval_response", "approval_request_id": approval["id"], "approve": True})
+    with caplog.at_level(logging.WARNING, logger="agent_server"):
+        items = post(chat.client, chat.history, stream=False)
+    assert items[0]["output"].startswith(SDK_FALLBACK)  # the approved call ran, in the app, and failed
+    [record] = [record for record in caplog.records if record.name == "agent_server.logs"]
+    assert "Tool cancel_order failed" in record.getMessage() and "RuntimeError: order 1 is already shipped" in (
+        record.getMessage()
+    )
