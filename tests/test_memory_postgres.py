@@ -66,6 +66,7 @@ def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
             "tests/test_runs.py",
             "tests/test_runs_keep_turns.py",
             "tests/test_conversation_edits.py",
+            "tests/test_long_term_memory.py",
             "tests/test_ordered_turns.py",
             "tests/test_approval_answers.py",
         ],

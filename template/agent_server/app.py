@@ -33,6 +33,8 @@ from agent_server.error_responses import OneErrorShape, UpstreamErrors
 from agent_server.feedback import router as feedback_router
 from agent_server.health import HealthCheck
 from agent_server.memory.api import router as conversations_router
+from agent_server.memory.memories_api import router as memories_router
+from agent_server.memory.your_data import router as your_data_router
 from agent_server.rate_limits import FairShares, share_the_loop
 from agent_server.request_guard import RequestGuard
 from agent_server.responses_dialect import ResponsesDialect
@@ -85,6 +87,8 @@ app.router.lifespan_context = _lifespan
 app.include_router(conversations_router)
 app.include_router(runs_router)
 app.include_router(feedback_router)
+app.include_router(memories_router)
+app.include_router(your_data_router)
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

@@ -15,6 +15,7 @@ from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse
 from agent_server import agent, approved_calls, errors, guardrails, llm, mcp_connections, memory, request_state, tracing
 from agent_server.history import approvals, render_history
 from agent_server.logs import tool_failure
+from agent_server.memory.long_term import with_memory_tools
 from agent_server.offload import INLINE_ITEMS, cpu_work
 from agent_server.output_items import ReplayableOutput, replayable_id, to_output_item, with_unique_call_ids
 
@@ -91,7 +92,9 @@ def stream_event(type: str, **fields: Any) -> ResponsesAgentStreamEvent:
 
 
 def for_this_request(owners_agent: Agent, servers: list[Any]) -> Agent:
-    """The owner's agent with this request's MCP servers, and tool call ids made unique."""
+    """The owner's agent with this request's MCP servers, long-term memory's tools (with LONG_TERM_MEMORY on), and
+    tool call ids made unique."""
+    owners_agent = with_memory_tools(owners_agent)
     if servers:
         owners_agent = owners_agent.clone(mcp_servers=[*owners_agent.mcp_servers, *servers])
     return with_unique_call_ids(owners_agent)

@@ -9,6 +9,8 @@ status, holder and heartbeat) and `agent_run_events` (each run's stream, in orde
 Two keep approvals (approval_store.py): `agent_approval_keys`, the key that signs approval requests, and
 `agent_approval_answers`, the first answer to each request, per owner.
 `agent_turn_queue` holds the turns that wait for a busy conversation, in the order they came (queue.py).
+`agent_memories` holds long-term memory's facts, each its owner's (facts.py), searched with SQLite's FTS5
+(`agent_memories_search`) or PostgreSQL's full-text index on the same words.
 `agent_memory_schema` holds the schema version.
 
 The schema changes only forward: MIGRATIONS[n] takes a database from version n-1 to n, and
@@ -132,8 +134,46 @@ def _version_5(connection: sa.Connection) -> None:
     metadata.create_all(connection, tables=[turn_queue])
 
 
+memories = sa.Table(
+    "agent_memories",
+    metadata,
+    # Never reused (AUTOINCREMENT on SQLite): a stale DELETE /memories/{id} never deletes a newer fact.
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("owner", sa.String(320), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),  # the fact, plain text (facts.py cleaned it)
+    sa.Column("terms", sa.Text, nullable=False),  # its words, lowercased, one space apart: what a search matches
+    sa.Column("bytes", sa.Integer, nullable=False),  # the text's, in UTF-8: a user's facts are bounded in bytes
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Index("agent_memories_owner", "owner", "id"),
+    sqlite_autoincrement=True,
+)
+# The search index of `terms`, by dialect. SQLite: an FTS5 table over the facts' terms, kept by triggers (a fact is
+# never updated, only added and deleted). PostgreSQL: a GIN index on its 'simple' text search vector.
+MEMORY_SEARCH = {
+    "sqlite": [
+        "CREATE VIRTUAL TABLE IF NOT EXISTS agent_memories_search USING fts5(terms, content='agent_memories', "
+        "content_rowid='id', tokenize='unicode61 remove_diacritics 0')",
+        "CREATE TRIGGER IF NOT EXISTS agent_memories_added AFTER INSERT ON agent_memories BEGIN "
+        "INSERT INTO agent_memories_search(rowid, terms) VALUES (new.id, new.terms); END",
+        "CREATE TRIGGER IF NOT EXISTS agent_memories_removed AFTER DELETE ON agent_memories BEGIN "
+        "INSERT INTO agent_memories_search(agent_memories_search, rowid, terms) "
+        "VALUES ('delete', old.id, old.terms); END",
+    ],
+    "postgresql": [
+        "CREATE INDEX IF NOT EXISTS agent_memories_search ON agent_memories USING GIN (to_tsvector('simple', terms))"
+    ],
+}
+
+
+def _version_6(connection: sa.Connection) -> None:
+    metadata.create_all(connection, tables=[memories])
+    for statement in MEMORY_SEARCH[connection.dialect.name]:
+        connection.execute(sa.text(statement))
+
+
 MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3, 4: _version_4}
 MIGRATIONS[5] = _version_5  # the turn queue
+MIGRATIONS[6] = _version_6  # long-term memory
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 

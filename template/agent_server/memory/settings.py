@@ -21,6 +21,9 @@ the store needs, the database URL above all.
   stopped renewing it (a process that died mid-turn) is free after three times that (leases.py).
 - MEMORY_TURN_QUEUE_SECONDS (30; 0: no wait): how long a turn of a conversation that is answering another
   request waits for its turn (queue.py) before its 409.
+- LONG_TERM_MEMORY (false), LONG_TERM_MEMORY_MAX_FACTS (200), LONG_TERM_MEMORY_MAX_BYTES (64 KiB): the remember and
+  recall tools (long_term.py), and how many facts of how many bytes a user keeps. They need the store, and a user
+  for each caller: on a host others reach, without MEMORY_USER_HEADER, everyone would be `local` and share facts.
 
 start-app reads them before it serves (memory.check_database): a bad one stops it in one line.
 """
@@ -50,12 +53,17 @@ class MemorySettings:
     max_turn_bytes: int = 4 * 1024 * 1024
     lease_seconds: float = 900
     lease_renew_seconds: float = 10
+    long_term: bool = False
+    max_facts: int = 200
+    max_fact_bytes: int = 64 * 1024
     queue_seconds: float = 30
 
     @classmethod
     def from_config(cls, current: config.Settings) -> MemorySettings:
         """ConfigurationError, naming the variable, for settings memory cannot work with."""
         variables = current.memory
+        if variables.long_term:
+            check_long_term(current)
         if variables.backend == "none":
             return cls("none")
         deployment = current.deployment
@@ -76,7 +84,28 @@ class MemorySettings:
             max_turn_bytes=variables.max_turn_bytes,
             lease_seconds=variables.lease_seconds,
             lease_renew_seconds=variables.lease_renew_seconds,
+            long_term=variables.long_term,
+            max_facts=variables.max_facts,
+            max_fact_bytes=variables.max_fact_bytes,
             queue_seconds=variables.queue_seconds,
+        )
+
+
+def check_long_term(current: config.Settings) -> None:
+    """LONG_TERM_MEMORY=true needs the store, and an identity for each user: ConfigurationError if it has neither."""
+    variables, deployment = current.memory, current.deployment
+    if variables.backend == "none":
+        raise ConfigurationError(
+            "LONG_TERM_MEMORY=true keeps its facts in memory's store: set MEMORY_BACKEND=sqlite or postgres, "
+            "or LONG_TERM_MEMORY=false"
+        )
+    host = deployment.listen_on[0]
+    if not deployment.on_databricks_apps and variables.user_header is None and not config.is_loopback(host):
+        # Locally (loopback) there is one user, `local`; a host others reach would give them all that one's facts.
+        raise ConfigurationError(
+            f"LONG_TERM_MEMORY=true keeps facts per user, and nothing names the user: listening on {host}, everyone "
+            "would be the one owner `local` and recall each other's facts. Set MEMORY_USER_HEADER (the header your "
+            "sign-in proxy sets), or LONG_TERM_MEMORY=false"
         )
 
 

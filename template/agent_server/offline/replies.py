@@ -132,6 +132,10 @@ def answer(
         )
         if tool_outputs:
             text = f"The tool returned: {tool_outputs[-1]}. {text}"
+    if tool_calls and (said := MEMORY_ARGUMENTS.get(tool or "")) is not None:  # the user's words are the argument
+        tool_calls = tuple(
+            dataclasses.replace(call, arguments=json.dumps({said: latest_user_text})) for call in tool_calls
+        )
     # Asked to think, it reasons first, as a reasoning model does: a summary that the user sees folded.
     thinks = not tool_calls and re.search(r"\bthink\b", latest_user_text.lower()) is not None
     reasoning = f"The user asks me to think. They said: {latest_user_text}" if thinks else ""
@@ -157,8 +161,17 @@ def with_call_ids(said: Answer, style: str) -> Answer:
 IMAGINED_TOOL = "imagined_tool"
 
 
+# Long-term memory's tools (memory/long_term.py), as a user would ask for them, and the argument that takes the words.
+REMEMBERS = re.compile(r"\s*(remember\b|my name is\b)")
+RECALLS = re.compile(r"what do you know about me|what is my name|what's my name")
+MEMORY_ARGUMENTS = {"remember": "fact", "recall": "query"}
+
+
 def requested_tool(user_text: str, tool_names: list[str]) -> str | None:
     lowered = user_text.lower()
+    memory_tool = "remember" if REMEMBERS.match(lowered) else "recall" if RECALLS.search(lowered) else None
+    if memory_tool in tool_names:
+        return memory_tool
     for name in tool_names:
         if name.lower() in lowered:
             return name

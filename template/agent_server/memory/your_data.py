@@ -1,0 +1,151 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""Everything the app keeps about the caller, to take away or to delete.
+
+    GET    /me/export   one JSON document, streamed: {"owner", "exported_at", "about", "conversations": [{"id",
+                        "title", "created_at", "updated_at", "items", "trace_ids"}], "runs": [{..., "request",
+                        "events"}], "memories": [...], "trace_ids": [...]}
+    DELETE /me          {"deleted": {"conversations", "items", "runs", "run_events", "memories"}, "about"}: all of
+                        it, in one transaction
+
+Both answer for the caller alone (memory.owner_of), and read or delete by owner in every statement. What the app
+keeps elsewhere is named, not copied: each answer's MLflow trace (the turn's inputs and outputs, and the feedback
+given on it, as its `user_feedback` assessment) is listed by id in `trace_ids`; traces stay in MLflow, pruned by
+its own limits (TRACES_MAX_AGE_DAYS locally), and DELETE /me does not reach them. With memory off nothing is kept
+server-side but those traces, and the answers say so. Each request is logged as one line of counts, no content.
+The export reads one conversation (or run) a transaction: a turn that ends during it may or may not be in it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from agent_server.errors import BadRequest, error_response
+from agent_server.memory import facts, turn_transactions
+from agent_server.memory.database import store
+from agent_server.memory.schema import conversations, items, run_events, runs
+from agent_server.memory.settings import enabled
+from agent_server.memory.store import Store, Unavailable
+from agent_server.memory.turns import owner_of
+
+logger = logging.getLogger("agent_server.memory")
+router = APIRouter(prefix="/me", include_in_schema=False)
+
+TRACES = (
+    "Each answer's MLflow trace holds the turn's inputs and outputs, and any feedback given on it (its user_feedback "
+    "assessment). Traces are kept in MLflow, not in this app's store: `trace_ids` lists them, and DELETE /me does not "
+    "delete them; they go with the trace store's own limits (TRACES_MAX_AGE_DAYS for the local store)."
+)
+NOTHING_KEPT = "This app keeps nothing about you server-side (MEMORY_BACKEND=none): your client keeps your chats. "
+EVENTS_PAGE = 500
+
+
+@router.get("/export")
+async def export(request: Request) -> Response:
+    try:
+        owner = owner_of(request.headers)
+        kept = await store() if enabled() else None
+    except BadRequest as error:
+        return error_response(error.status, str(error), error.param)
+    head = {"owner": owner, "exported_at": time.time(), "about": TRACES if kept else NOTHING_KEPT + TRACES}
+    if kept is None:
+        empty: dict[str, list[Any]] = {"conversations": [], "runs": [], "memories": [], "trace_ids": []}
+        logger.info("memory: a user exported their data: nothing is kept (MEMORY_BACKEND=none)")
+        return JSONResponse({**head, **empty})
+    try:
+        listed = await kept.run(functools.partial(_listed, owner))  # a failed store is a 503 before the stream starts
+    except Unavailable as error:
+        return error_response(503, f"Memory is unavailable: {error}. Try again.")
+    return StreamingResponse(
+        _document(kept, owner, head, *listed),
+        media_type="application/json",
+        headers={"content-disposition": 'attachment; filename="my-data.json"'},
+    )
+
+
+async def _document(
+    kept: Store, owner: str, head: dict[str, Any], conversation_rows: list[Any], run_ids: list[str]
+) -> AsyncIterator[bytes]:
+    """The export, a conversation or a run at a time. A store that fails midway ends the document unclosed, so
+    that no client takes what it got for the whole."""
+    traces: list[str] = []
+    yield json.dumps(head)[:-1].encode() + b', "conversations": ['
+    for n, row in enumerate(conversation_rows):
+        stored = await kept.run(functools.partial(turn_transactions.read_items, owner=owner, conversation_id=row.id))
+        shown = [{**each.item, "id": each.item_id} if each.item_id else each.item for each in stored]
+        answers = [each.trace_id for each in stored]
+        traces += [trace for trace in answers if trace]
+        conversation = {**dict(row._mapping), "items": shown, "trace_ids": answers}
+        yield (b", " if n else b"") + json.dumps(conversation).encode()
+    yield b'], "runs": ['
+    separator = b""
+    for run_id in run_ids:
+        run = await kept.run(functools.partial(_run, owner, run_id))
+        if run is None:  # pruned since it was listed
+            continue
+        traces += [run["trace_id"]] if run["trace_id"] else []
+        yield separator + json.dumps(run).encode()
+        separator = b", "
+    found = await kept.run(functools.partial(facts.newest, owner, 1_000_000))
+    tail = {"memories": [fact.shown() for fact in found], "trace_ids": sorted(set(traces))}
+    yield b"], " + json.dumps(tail)[1:].encode()
+    logger.info(
+        "memory: a user exported their data: %d conversations, %d runs, %d memories",
+        len(conversation_rows), len(run_ids), len(found),
+    )  # fmt: skip
+
+
+def _listed(owner: str, connection: sa.Connection) -> tuple[list[Any], list[str]]:
+    columns = [conversations.c.id, conversations.c.title, conversations.c.created_at, conversations.c.updated_at]
+    oldest_first = (conversations.c.created_at, conversations.c.id)
+    found = connection.execute(sa.select(*columns).where(conversations.c.owner == owner).order_by(*oldest_first))
+    run_ids = connection.scalars(sa.select(runs.c.id).where(runs.c.owner == owner).order_by(runs.c.created_at))
+    return list(found), list(run_ids)
+
+
+def _run(owner: str, run_id: str, connection: sa.Connection) -> dict[str, Any] | None:
+    """A run of the owner's, with its request and its stream's events."""
+    columns = [runs.c.id, runs.c.conversation_id, runs.c.status, runs.c.background, runs.c.idempotency_key]
+    columns += [runs.c.body, runs.c.error, runs.c.trace_id, runs.c.created_at, runs.c.updated_at]
+    row = connection.execute(sa.select(*columns).where(runs.c.owner == owner, runs.c.id == run_id)).first()
+    if row is None:
+        return None
+    run = dict(row._mapping)
+    run["request"], run["error"] = json.loads(run.pop("body")), json.loads(run["error"]) if run["error"] else None
+    events = sa.select(run_events.c.data).where(run_events.c.run_id == run_id).order_by(run_events.c.seq)
+    run["events"] = [json.loads(data) for data in connection.scalars(events)]
+    return run
+
+
+@router.delete("")
+async def delete_everything(request: Request) -> Response:
+    try:
+        owner = owner_of(request.headers)
+        deleted = await (await store()).run(functools.partial(_delete, owner), write=True) if enabled() else {}
+    except BadRequest as error:
+        return error_response(error.status, str(error), error.param)
+    except Unavailable as error:
+        return error_response(503, f"Memory is unavailable: {error}. Nothing was deleted. Try again.")
+    counts = {name: deleted.get(name, 0) for name in ("conversations", "items", "runs", "run_events", "memories")}
+    logger.info("memory: a user deleted their data: %s", ", ".join(f"{n} {name}" for name, n in counts.items()))
+    return JSONResponse({"deleted": counts, "about": TRACES if enabled() else NOTHING_KEPT + TRACES})
+
+
+def _delete(owner: str, connection: sa.Connection) -> dict[str, int]:
+    """Every row of the owner's, in one transaction; how many of each kind."""
+    theirs = sa.select(runs.c.id).where(runs.c.owner == owner)
+    return {
+        "items": connection.execute(items.delete().where(items.c.owner == owner)).rowcount,
+        "conversations": connection.execute(conversations.delete().where(conversations.c.owner == owner)).rowcount,
+        "run_events": connection.execute(run_events.delete().where(run_events.c.run_id.in_(theirs))).rowcount,
+        "runs": connection.execute(runs.delete().where(runs.c.owner == owner)).rowcount,
+        "memories": facts.forget_all(owner, connection),
+    }
