@@ -87,9 +87,9 @@ def tool_failure(failed: ToolErrorFormatterArgs[Any]) -> None:
     openai-agents tells the model only "An error occurred while running the tool" and logs the exception nowhere
     (only at DEBUG, without it, unless OPENAI_AGENTS_DONT_LOG_TOOL_DATA=0 logs the arguments too), so an owner's
     failing tool would fail silently. Returns None: the model reads the SDK's own message, which shows no secret.
-    openai-agents 0.24 passes tool exceptions here; 0.21 and 0.22 only approval and unknown-tool errors.
+    openai-agents 0.24 passes tool exceptions here; 0.21 to 0.23 only approval and unknown-tool errors.
     """
-    error = getattr(failed, "error", None)  # not in openai-agents 0.21 and 0.22
+    error = getattr(failed, "error", None)  # not in openai-agents 0.21 to 0.23
     if failed.kind != "tool_exception" or error is None:
         return None
     frames = traceback.extract_tb(error.__traceback__)

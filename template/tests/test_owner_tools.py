@@ -1,6 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
 """The owner's own function tools, added to agent.py as AGENTS.md says: the offline model calls them with arguments
-their parameters accept (offline/arguments.py), and a tool that fails is logged with why (logs.tool_failure)."""
+their parameters accept (offline/arguments.py), and a tool that fails is logged with why (logs.tool_failure: with
+openai-agents 0.24, the locked version; 0.21 to 0.23 do not hand the app a tool's exception)."""
 
 from __future__ import annotations
 
