@@ -83,10 +83,11 @@ def in_database(transaction: Any) -> Any:
 
 def rows_of(owner: str) -> dict[str, int]:
     """How many rows of `owner` each table holds, counted in the database itself."""
-    from agent_server.memory.schema import conversations, items, memories, runs
+    from agent_server.memory.schema import approval_answers, conversations, items, memories, runs
 
     def count(connection: sa.Connection) -> dict[str, int]:
         tables = {"conversations": conversations, "items": items, "runs": runs, "memories": memories}
+        tables["approval_answers"] = approval_answers
         return {
             name: connection.scalar(sa.select(sa.func.count()).select_from(table).where(table.c.owner == owner))
             for name, table in tables.items()
@@ -314,7 +315,7 @@ def test_export_holds_the_callers_conversations_runs_and_memories_and_nothing_of
     assert len(ours["trace_ids"]) == len(ours["items"])
     assert [r["id"] for r in exported["runs"]] == [run["id"]] and exported["runs"][0]["events"]
     assert exported["runs"][0]["request"]["input"] == [{"role": "user", "content": "Hello"}]
-    assert [m["text"] for m in exported["memories"]] == ["My name is Ada"]
+    assert [m["text"] for m in exported["memories"]] == ["My name is Ada"] and exported["approval_answers"] == []
     assert "trace" in exported["about"] and isinstance(exported["trace_ids"], list)
 
 
@@ -335,15 +336,20 @@ def test_delete_me_leaves_nothing_of_the_caller_and_touches_no_one_else(client, 
         Conversation(client, False, user=user).send("Remember I like tea")
         client.post("/invocations", json={"input": [{"role": "user", "content": "Hi"}]},
                     headers={**as_user(user), "Idempotency-Key": f"k-{uuid.uuid4()}"})  # fmt: skip
+    from agent_server.memory import approval_store
+
+    for user in (ada, bob):  # an answer to an approval request, as the request guard keeps it
+        in_database(functools.partial(approval_store.keep_first_answers, user, {f"mcpr_{uuid.uuid4().hex}": True}))
     before = rows_of(bob)
     with caplog.at_level("INFO", logger="agent_server.memory"):
         answer = client.delete("/me", headers=as_user(ada))
     assert answer.status_code == 200
     deleted = answer.json()["deleted"]
     assert deleted["conversations"] == 3 and deleted["memories"] == 2 and deleted["runs"] == 1, deleted
+    assert deleted["approval_answers"] == 1
     assert deleted["items"] >= 8 and deleted["run_events"] >= 1
     left = rows_of(ada)
-    assert left == dict.fromkeys(("conversations", "items", "runs", "memories"), 0)
+    assert left == dict.fromkeys(("conversations", "items", "runs", "memories", "approval_answers"), 0)
     assert rows_of(bob) == before, "no one else's rows"
     assert client.get("/conversations", headers=as_user(ada)).json()["conversations"] == []
     logged = [r.getMessage() for r in caplog.records if "deleted their data" in r.getMessage()]

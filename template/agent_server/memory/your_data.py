@@ -3,9 +3,9 @@
 
     GET    /me/export   one JSON document, streamed: {"owner", "exported_at", "about", "conversations": [{"id",
                         "title", "created_at", "updated_at", "items", "trace_ids"}], "runs": [{..., "request",
-                        "events"}], "memories": [...], "trace_ids": [...]}
-    DELETE /me          {"deleted": {"conversations", "items", "runs", "run_events", "memories"}, "about"}: all of
-                        it, in one transaction
+                        "events"}], "memories": [...], "approval_answers": [...], "trace_ids": [...]}
+    DELETE /me          {"deleted": {"conversations", "items", "runs", "run_events", "memories", "approval_answers"},
+                        "about"}: all of it, in one transaction
 
 Both answer for the caller alone (memory.owner_of), and read or delete by owner in every statement. What the app
 keeps elsewhere is named, not copied: each answer's MLflow trace (the turn's inputs and outputs, and the feedback
@@ -31,7 +31,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from agent_server.errors import BadRequest, error_response
 from agent_server.memory import facts, turn_transactions
 from agent_server.memory.database import store
-from agent_server.memory.schema import conversations, items, run_events, runs
+from agent_server.memory.schema import approval_answers, conversations, items, run_events, runs
 from agent_server.memory.settings import enabled
 from agent_server.memory.store import Store, Unavailable
 from agent_server.memory.turns import owner_of
@@ -57,7 +57,8 @@ async def export(request: Request) -> Response:
         return error_response(error.status, str(error), error.param)
     head = {"owner": owner, "exported_at": time.time(), "about": TRACES if kept else NOTHING_KEPT + TRACES}
     if kept is None:
-        empty: dict[str, list[Any]] = {"conversations": [], "runs": [], "memories": [], "trace_ids": []}
+        empty: dict[str, list[Any]] = dict.fromkeys(("conversations", "runs", "memories", "approval_answers"), [])
+        empty["trace_ids"] = []
         logger.info("memory: a user exported their data: nothing is kept (MEMORY_BACKEND=none)")
         return JSONResponse({**head, **empty})
     try:
@@ -95,7 +96,12 @@ async def _document(
         yield separator + json.dumps(run).encode()
         separator = b", "
     found = await kept.run(functools.partial(facts.newest, owner, 1_000_000))
-    tail = {"memories": [fact.shown() for fact in found], "trace_ids": sorted(set(traces))}
+    answered = await kept.run(functools.partial(_approval_answers, owner))
+    tail = {
+        "memories": [fact.shown() for fact in found],
+        "approval_answers": answered,
+        "trace_ids": sorted(set(traces)),
+    }
     yield b"], " + json.dumps(tail)[1:].encode()
     logger.info(
         "memory: a user exported their data: %d conversations, %d runs, %d memories",
@@ -125,6 +131,13 @@ def _run(owner: str, run_id: str, connection: sa.Connection) -> dict[str, Any] |
     return run
 
 
+def _approval_answers(owner: str, connection: sa.Connection) -> list[dict[str, Any]]:
+    """The owner's answers to approval requests (the first answer to each is final: approval_store.py)."""
+    columns = [approval_answers.c.approval_id, approval_answers.c.approved, approval_answers.c.answered_at]
+    query = sa.select(*columns).where(approval_answers.c.owner == owner).order_by(approval_answers.c.answered_at)
+    return [dict(row._mapping) for row in connection.execute(query)]
+
+
 @router.delete("")
 async def delete_everything(request: Request) -> Response:
     try:
@@ -134,7 +147,8 @@ async def delete_everything(request: Request) -> Response:
         return error_response(error.status, str(error), error.param)
     except Unavailable as error:
         return error_response(503, f"Memory is unavailable: {error}. Nothing was deleted. Try again.")
-    counts = {name: deleted.get(name, 0) for name in ("conversations", "items", "runs", "run_events", "memories")}
+    kinds = ("conversations", "items", "runs", "run_events", "memories", "approval_answers")
+    counts = {name: deleted.get(name, 0) for name in kinds}
     logger.info("memory: a user deleted their data: %s", ", ".join(f"{n} {name}" for name, n in counts.items()))
     return JSONResponse({"deleted": counts, "about": TRACES if enabled() else NOTHING_KEPT + TRACES})
 
@@ -148,4 +162,7 @@ def _delete(owner: str, connection: sa.Connection) -> dict[str, int]:
         "run_events": connection.execute(run_events.delete().where(run_events.c.run_id.in_(theirs))).rowcount,
         "runs": connection.execute(runs.delete().where(runs.c.owner == owner)).rowcount,
         "memories": facts.forget_all(owner, connection),
+        "approval_answers": connection.execute(
+            approval_answers.delete().where(approval_answers.c.owner == owner)
+        ).rowcount,
     }
