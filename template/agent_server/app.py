@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
+import json
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -25,7 +27,7 @@ from fastapi.responses import HTMLResponse
 from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
-from agent_server import agent, garbage_collection, logs, mcp_connections, mcp_servers, memory, tracing
+from agent_server import agent, config, garbage_collection, logs, mcp_connections, mcp_servers, memory, tracing
 from agent_server.browser_guard import BrowserGuard
 from agent_server.error_responses import OneErrorShape, UpstreamErrors
 from agent_server.feedback import router as feedback_router
@@ -109,7 +111,21 @@ def content_security_policy(page: str) -> str:
 CHAT_PAGE_HEADERS = {"Content-Security-Policy": content_security_policy(CHAT_PAGE)}
 
 
+LOOK_BLOCK = '<script type="application/json" id="look">{}</script>'  # a data block, which no page runs
+
+
+@functools.lru_cache(maxsize=1)
+def page_with_look(settings: config.Settings) -> str:
+    """The chat page with the owner's look (CHAT_* settings) in its data block, as JSON that cannot end the block:
+    the page reads it as data, and sets each value as text or a property, never as markup."""
+    look = settings.page
+    data = {"title": look.title, "greeting": look.greeting, "prompts": list(look.prompts), "accent": look.accent,
+            "logo": look.logo}  # fmt: skip
+    block = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return CHAT_PAGE.replace(LOOK_BLOCK, LOOK_BLOCK.replace("{}", block), 1)
+
+
 @app.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def chat_page() -> HTMLResponse:
     """The chat page: markdown replies, tool blocks, and history kept the way hosted chat UIs keep it."""
-    return HTMLResponse(CHAT_PAGE, headers=CHAT_PAGE_HEADERS)
+    return HTMLResponse(page_with_look(config.settings()), headers=CHAT_PAGE_HEADERS)
