@@ -179,6 +179,17 @@ def test_a_bad_cursor_is_a_400_that_says_why(client, params):
     assert "starting_after" in answer.json()["error"]["message"] or "stream" in answer.json()["error"]["message"]
 
 
+def test_a_cursor_is_plain_digits_up_to_what_the_database_holds(client):
+    """Past 2**31 - 1 (the events' INTEGER column on PostgreSQL; past 2**63 SQLite's) was a 200 and a broken stream."""
+    run_id = client.post("/responses", json={**ASK, "background": True}).json()["id"]
+    ended(client, run_id)
+    for cursor in ("99999999999999999999", str(2**63), str(2**31), "1.5", "1_0", " 1", "\u0661"):
+        answer = client.get(f"/responses/{run_id}", params={"stream": "true", "starting_after": cursor})
+        assert answer.status_code == 400 and "starting_after" in answer.json()["error"]["message"], cursor
+    last = client.get(f"/responses/{run_id}", params={"stream": "true", "starting_after": str(2**31 - 1)})
+    assert last.status_code == 200 and last.text == "data: [DONE]\n\n", "after every event"
+
+
 def test_background_with_memory_off_is_a_400_that_says_why(app_settings, api_mode):
     app_settings.setenv("MEMORY_BACKEND", "none")
     from agent_server.app import app

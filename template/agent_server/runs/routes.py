@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -26,6 +27,7 @@ from agent_server.runs.store import FINAL, Run
 
 router = APIRouter(prefix="/responses", include_in_schema=False)
 CANCEL_WAIT_SECONDS = 10.0
+CURSOR = re.compile(r"-1|[0-9]{1,10}")
 
 
 @router.get("/{run_id}")
@@ -104,12 +106,11 @@ async def _until_ended(run: Run) -> None:
 
 
 def _cursor(raw: str | None) -> int:
+    """A sequence number, or -1: plain ASCII digits (Python's int() takes "1_0", " 1" and other scripts' digits),
+    and no more than the database's column holds (a larger one failed there, mid-stream)."""
     if raw is None:
         return -1
-    try:
-        cursor = int(raw)
-    except ValueError:
-        cursor = -2
-    if cursor < -1:
-        raise BadRequest("'starting_after' must be a sequence number: an integer, -1 or more.", "starting_after")
-    return cursor
+    if not CURSOR.fullmatch(raw) or int(raw) > store.MAX_SEQUENCE_NUMBER:
+        message = f"'starting_after' must be a sequence number: an integer from -1 to {store.MAX_SEQUENCE_NUMBER}."
+        raise BadRequest(message, "starting_after")
+    return int(raw)

@@ -16,6 +16,7 @@ from agent_server.memory.schema import conversations, run_events, runs
 
 ACTIVE = ("queued", "in_progress")
 FINAL = ("completed", "failed", "cancelled", "incomplete")
+MAX_SEQUENCE_NUMBER = 2**31 - 1  # agent_run_events.seq is an INTEGER: 32 bits on PostgreSQL
 
 
 @dataclass
