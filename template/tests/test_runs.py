@@ -369,6 +369,25 @@ def test_runs_are_kept_for_runs_max_age_hours(client, app_settings):
     assert client.get(f"/responses/{run_id}", params={"stream": "true"}).status_code == 404
 
 
+def test_a_run_past_its_age_is_gone_at_once_whatever_the_prune_schedule(client, app_settings):
+    """RUNS_MAX_AGE_HOURS is enforced when a run is read, not only when the hourly prune deletes it: every route
+    answers 404, and the run's idempotency key is free again (a new run, not the old one's answer)."""
+    run_id = client.post("/responses", json={**ASK, "background": True}).json()["id"]
+    ended(client, run_id)
+    key = {"Idempotency-Key": f"aged-{uuid.uuid4()}"}
+    keyed = client.post("/invocations", json=ASK, headers=key).json()["id"]
+    assert client.post("/invocations", json=ASK, headers=key).json()["id"] == keyed
+    app_settings.setenv("RUNS_MAX_AGE_HOURS", "0.0001")  # 0.36 s; no prune runs in this test
+    time.sleep(0.5)
+    for method, params in [("GET", {}), ("GET", {"stream": "true"}), ("GET", {"stream": "true", "starting_after": 0}),
+                           ("POST", {})]:  # fmt: skip
+        path = f"/responses/{run_id}" + ("/cancel" if method == "POST" else "")
+        answer = client.request(method, path, params=params, json={} if method == "POST" else None)
+        assert answer.status_code == 404 and "You have no response" in answer.json()["error"]["message"], path
+    again = client.post("/invocations", json=ASK, headers=key)
+    assert again.status_code == 200 and again.json()["id"] != keyed, "the aged run's key is free"
+
+
 def test_openais_own_client_runs_reads_follows_and_cancels_a_background_response(client, slow):
     """The client API is the Responses API's background mode, as the `openai` package speaks it."""
     import openai

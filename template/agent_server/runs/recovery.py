@@ -10,7 +10,8 @@
   that the server stopped, when it calls the model as the user (LLM_ON_BEHALF_OF_USER), whose token is gone.
 - On SIGTERM the app lets its runs finish for RUNS_SHUTDOWN_GRACE_SECONDS (half while uvicorn drains the
   connections, half after), then hands the rest over: another process (or this app's next start) resumes them.
-- Runs ended (or abandoned) more than RUNS_MAX_AGE_HOURS ago are deleted with their events.
+- Runs ended (or abandoned) more than RUNS_MAX_AGE_HOURS ago are deleted with their events (and no read finds
+  one meanwhile: store.oldest_kept).
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ async def _all_events(run_id: str) -> list[tuple[int, str]]:
 async def prune() -> None:
     """Delete the runs that ended (or were abandoned) more than RUNS_MAX_AGE_HOURS ago, with their events."""
     hours = config.settings().runs.max_age_hours
-    gone = await _safely(store.delete_older_than(time.time() - hours * 3600), 0)
+    gone = await _safely(store.delete_older_than(store.oldest_kept()), 0)
     if gone:
         logger.info("runs: deleted %d runs older than %g hours", gone, hours)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent_server import config
 from agent_server.memory.schema import conversations, run_events, runs
 
 ACTIVE = ("queued", "in_progress")
@@ -56,28 +57,43 @@ def _run_of(row: Any) -> Run:
     return Run(**values)
 
 
+def oldest_kept() -> float:
+    """Runs that last changed (an event, a status, a heartbeat) before this are past RUNS_MAX_AGE_HOURS: gone for
+    every read at once, whenever the prune deletes them (recovery.py)."""
+    return time.time() - config.settings().runs.max_age_hours * 3600
+
+
 def create(run: Run) -> Callable[[sa.Connection], Run]:
-    """Insert `run`; with an idempotency key another request took already, the run that request made."""
+    """Insert `run`; with an idempotency key another request took already, the run that request made (unless that
+    run is past its age: then it is gone, and the key is free)."""
+    kept_since = oldest_kept()
 
     def transaction(connection: sa.Connection) -> Run:
-        try:
-            with connection.begin_nested():  # two requests with one key at once: the second reads the first's
-                connection.execute(runs.insert().values(run.row()))
-            return run
-        except sa.exc.IntegrityError:
-            if run.idempotency_key is None:
-                raise
-        found = connection.execute(
-            sa.select(runs).where(runs.c.owner == run.owner, runs.c.idempotency_key == run.idempotency_key)
-        ).one()
+        for _ in range(2):  # once more after deleting the key's aged run
+            try:
+                with connection.begin_nested():  # two requests with one key at once: the second reads the first's
+                    connection.execute(runs.insert().values(run.row()))
+                return run
+            except sa.exc.IntegrityError:
+                if run.idempotency_key is None:
+                    raise
+            key = sa.and_(runs.c.owner == run.owner, runs.c.idempotency_key == run.idempotency_key)
+            found = connection.execute(sa.select(runs).where(key)).one()
+            if found.updated_at >= kept_since:
+                break
+            _delete(connection, [found.id])
         return _run_of(found)
 
     return transaction
 
 
 def get(owner: str, run_id: str) -> Callable[[sa.Connection], Run | None]:
+    """The owner's run, unless it is past its age."""
+    kept_since = oldest_kept()
+
     def transaction(connection: sa.Connection) -> Run | None:
-        found = connection.execute(sa.select(runs).where(runs.c.id == run_id, runs.c.owner == owner)).first()
+        query = sa.select(runs).where(runs.c.id == run_id, runs.c.owner == owner, runs.c.updated_at >= kept_since)
+        found = connection.execute(query).first()
         return None if found is None else _run_of(found)
 
     return transaction
@@ -87,8 +103,7 @@ def delete(run_id: str) -> Callable[[sa.Connection], None]:
     """A run the app refused before it began (a 4xx): nothing of it is kept."""
 
     def transaction(connection: sa.Connection) -> None:
-        connection.execute(run_events.delete().where(run_events.c.run_id == run_id))
-        connection.execute(runs.delete().where(runs.c.id == run_id))
+        _delete(connection, [run_id])
 
     return transaction
 
@@ -158,7 +173,8 @@ def heartbeat(holder: str, run_ids: Sequence[str], until: float) -> Callable[[sa
 
     def transaction(connection: sa.Connection) -> list[str]:
         mine = sa.and_(runs.c.id.in_(run_ids), runs.c.holder == holder)
-        connection.execute(runs.update().where(mine).values(heartbeat_until=until))
+        # A run that is running is not old, however long since its last event (a tool that runs for a day).
+        connection.execute(runs.update().where(mine).values(heartbeat_until=until, updated_at=time.time()))
         return list(connection.scalars(sa.select(runs.c.id).where(mine, runs.c.cancel_requested.is_(True))))
 
     return transaction
@@ -232,12 +248,15 @@ def delete_older_than(cutoff: float) -> Callable[[sa.Connection], int]:
     def transaction(connection: sa.Connection) -> int:
         old = list(connection.scalars(sa.select(runs.c.id).where(runs.c.updated_at < cutoff)))
         for start in range(0, len(old), 500):
-            some = old[start : start + 500]
-            connection.execute(run_events.delete().where(run_events.c.run_id.in_(some)))
-            connection.execute(runs.delete().where(runs.c.id.in_(some)))
+            _delete(connection, old[start : start + 500])
         return len(old)
 
     return transaction
+
+
+def _delete(connection: sa.Connection, run_ids: Sequence[str]) -> None:
+    connection.execute(run_events.delete().where(run_events.c.run_id.in_(run_ids)))
+    connection.execute(runs.delete().where(runs.c.id.in_(run_ids)))
 
 
 def _same_holder(holder: str | None) -> sa.ColumnElement[bool]:
