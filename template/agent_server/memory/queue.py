@@ -67,6 +67,7 @@ async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[Stored
         ticket = await store.run(functools.partial(_enqueue, owner, conversation_id, lease), write=True)
         pause = FIRST_PAUSE
         while True:
+            stirred.clear()  # before the try: a conversation given back while it runs is tried again at once
             take = functools.partial(_take_in_turn, owner, conversation_id, lease, ticket, hold)
             if (found := await store.run(take, write=True, each_statement_alone=True)) is not None:
                 return found
@@ -74,7 +75,6 @@ async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[Stored
             if waited >= limit:
                 why = f"has been answering another request for {waited:.0f} s (MEMORY_TURN_QUEUE_SECONDS={limit:g})"
                 raise _busy(conversation_id, why)
-            stirred.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(pause, limit - waited)):
                     await stirred.wait()
