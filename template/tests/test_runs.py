@@ -5,7 +5,9 @@ real SDK and the offline model; on SQLite, and on PostgreSQL too when MEMORY_TES
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 import threading
 import time
 import uuid
@@ -21,7 +23,7 @@ from test_ordered_turns import waiting
 
 from agent_server import llm
 from agent_server.memory import database, leases
-from agent_server.runs import recovery, store
+from agent_server.runs import execute, recovery, store
 from agent_server.runs.store import Run
 
 ASK = {"input": [{"role": "user", "content": "Hello there"}]}
@@ -278,12 +280,87 @@ def test_cancel_stops_the_run_and_keeps_its_partial_turn(client, slow, model_log
     assert slow.calls == 1
 
 
-def test_a_run_past_its_event_bytes_fails_with_a_413(client, app_settings):
+@contextlib.contextmanager
+def writes_held(client: TestClient, database_url: str) -> Iterator[None]:
+    """The app's database writes wait while this holds the lock they need, as behind another writer's long
+    transaction (SQLite: another connection's write lock; PostgreSQL: a lock on the runs' events table)."""
+    if not database_url.startswith("postgres"):
+        holder = sqlite3.connect(database_url, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        return
+    import asyncpg
+
+    holder = client.portal.call(asyncpg.connect, database_url)
+    try:
+        client.portal.call(holder.execute, "BEGIN; LOCK TABLE agent_run_events IN SHARE MODE")
+        yield
+        client.portal.call(holder.execute, "ROLLBACK")
+    finally:
+        client.portal.call(holder.close)
+
+
+def test_a_cancel_while_the_runs_events_are_written_keeps_the_stream_whole(client, slow, backend):  # noqa: F811
+    """The cancel stops the run while it writes a finished item: that write still ends, and counts, so the events
+    after it (the last, response.cancelled) are stored too. They were refused as repeats of the item's numbers."""
+    run = client.post("/responses", json={"input": [{"role": "user", "content": "Please hold"}], "background": True})
+    run_id = run.json()["id"]
+    live = execute.RUNNING[run_id]
+    until(lambda: slow.calls and live.stored == len(live.events), "the tool to start, and the events before it stored")
+    answers: list[Any] = []
+
+    def items_done() -> int:
+        return sum('"type": "response.output_item.done"' in data for data in live.events)
+
+    before = items_done()
+    with writes_held(client, backend):
+        slow.release.set()  # the tool's output is an item, written at once: the write waits for the lock
+        until(lambda: items_done() > before, "the tool's output")
+        time.sleep(0.1)  # the write under way
+        cancel = threading.Thread(target=lambda: answers.append(client.post(f"/responses/{run_id}/cancel", json={})))
+        cancel.start()
+        until(lambda: live.cancel_requested, "the cancel")
+    cancel.join(30)
+    assert answers[0].status_code == 200 and answers[0].json()["status"] == "cancelled"
+    events = sse_events(client.get(f"/responses/{run_id}", params={"stream": "true"}).text)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[-1]["type"] == "response.cancelled", [e["type"] for e in events]
+    assert events[-2]["type"] == "response.output_item.done", "the tool's output, written as the cancel came"
+
+
+def test_a_run_past_its_event_bytes_fails_with_a_413_and_its_stream_ends_saying_so(client, app_settings):
     app_settings.setenv("RUNS_MAX_EVENT_BYTES", "900")
     run_id = client.post("/responses", json={**ASK, "background": True}).json()["id"]
     answer = until(lambda: (r := client.get(f"/responses/{run_id}")).status_code != 200 and r, "the run to fail")
     assert answer.status_code == 413 and answer.json()["status"] == "failed"
     assert "RUNS_MAX_EVENT_BYTES" in answer.json()["error"]["message"]
+    replay = client.get(f"/responses/{run_id}", params={"stream": "true"}).text
+    assert replay.endswith("data: [DONE]\n\n")
+    last = sse_events(replay)[-1]
+    assert last["type"] == "response.failed", "the last event is written past the limit too"
+    assert last["response"]["status"] == "failed" and "RUNS_MAX_EVENT_BYTES" in last["response"]["error"]["message"]
+
+
+def test_a_last_event_that_would_pass_the_event_bytes_is_written_without_its_output(client, app_settings):
+    """A run whose events fit in RUNS_MAX_EVENT_BYTES, but not its last event with its output (which repeats the
+    output's items), completes: its stream ends with response.completed, without the output; GET has it."""
+    body = {**ASK, "background": True, "stream": True}
+    first = sse_events(client.post("/responses", json=body).text)
+    last = first[-1]
+    bare = json.dumps({**last, "response": {**last["response"], "output": []}})
+    before_last = sum(len(json.dumps(event)) for event in first[:-1])
+    room = len(json.dumps(last)) - len(bare)  # what the output adds to the last event
+    assert room > 100
+    app_settings.setenv("RUNS_MAX_EVENT_BYTES", str(before_last + len(bare) + room // 2))
+    events = sse_events(client.post("/responses", json=body).text)
+    assert [event["type"] for event in events] == [event["type"] for event in first]
+    assert events[-1]["type"] == "response.completed" and events[-1]["response"]["output"] == []
+    done = client.get(f"/responses/{events[0]['response']['id']}").json()
+    assert done["status"] == "completed" and reply_text(done["output"]) == reply_text(last["response"]["output"])
 
 
 def test_a_dead_processs_run_resumes_from_its_stored_steps_without_running_them_again(client, slow, model_log):

@@ -223,10 +223,7 @@ async def end(live: LiveRun, output: list[dict[str, Any]] | None = None) -> None
     """The run's last event, written with its status and its `output` (default: its finished items); those who
     wait on it are told."""
     run = live.run
-    try:
-        await live.push(events.terminal(run, live.output() if output is None else output))
-    except StreamTooLong:
-        pass
+    await live.push_last(live.output() if output is None else output)  # even past RUNS_MAX_EVENT_BYTES
     await live.flush_all()
     if not live.started.done():  # it failed before it began: the request that made it answers with the run
         live.started.set_result(None)

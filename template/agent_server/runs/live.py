@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -54,13 +55,28 @@ class LiveRun:
         limit = config.settings().runs.max_event_bytes
         if self.run.events_bytes + len(data) > limit:
             raise StreamTooLong(f"The run's stream passed RUNS_MAX_EVENT_BYTES={limit} bytes; it was stopped.")
-        self.run.events_bytes += len(data)
-        self.events.append(data)
-        self._wake()
+        self._add(data)
         if event.get("type") in WRITTEN_AT_ONCE:
             await self.flush()
         elif self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_soon())
+
+    async def push_last(self, output: list[dict[str, Any]]) -> None:
+        """The run's last event (response.completed, .failed, ...), always written: with the run's output if that
+        fits in RUNS_MAX_EVENT_BYTES, else with none (the items before it in the stream hold the output, and GET's
+        answer has it). Without it, the event is small: a run's bytes pass the limit by that much at most."""
+        data = events.numbered(events.terminal(self.run, output), len(self.events))
+        if self.run.events_bytes + len(data) > config.settings().runs.max_event_bytes:
+            none = copy.copy(output)  # the same kind of list, and what it says beside its items
+            none.clear()
+            data = events.numbered(events.terminal(self.run, none), len(self.events))
+        self._add(data)
+        await self.flush()
+
+    def _add(self, data: str) -> None:
+        self.run.events_bytes += len(data)
+        self.events.append(data)
+        self._wake()
 
     async def tool_call_started(self, item: dict[str, Any]) -> None:
         """Written at once: after a crash, a call that was running is known, and not made again unasked."""
@@ -82,20 +98,29 @@ class LiveRun:
     def output(self) -> list[dict[str, Any]]:
         return events.output_items(self.events)
 
-    async def flush(self) -> None:
-        """Write the events not yet written (and the run's status, if it changed)."""
+    async def flush(self) -> bool:
+        """Write the events not yet written (and the run's status, if it changed); False if the database failed.
+
+        A cancel of the caller (the client's cancel, the run's end stopping its flusher) does not stop a write
+        under way: the write ends, and counts itself in `stored`. Stopped halfway, a write that landed was not
+        counted, and the next one, from the same sequence number, was refused (UNIQUE(run_id, seq)): every later
+        event of the run, its last among them, was lost."""
+        return await asyncio.shield(self._write())
+
+    async def _write(self) -> bool:
         async with self._flush_lock:
             pending, first = self.events[self.stored :], self.stored
             status = self.run.status if self.run.status != self._status_written else None
             if not pending and status is None:
-                return
+                return True
             try:
                 await (await database.store()).run(store.append(self.run.id, first, pending, status), write=True)
             except Unavailable as error:  # kept in memory, and written with the next batch
                 logger.warning("runs: could not store %d events of run %s: %s", len(pending), self.run.id, error)
-                return
+                return False
             self.stored = first + len(pending)
             self._status_written = status or self._status_written
+            return True
 
     async def flush_all(self) -> None:
         """The batch waiting for its time, written now: the run ends, or goes to another process."""

@@ -170,7 +170,8 @@ async def stored_output(run_id: str) -> list[dict[str, Any]]:
         found.extend(data for _seq, data in batch)
         cursor = batch[-1][0]
     last = json.loads(found[-1]) if found else {}
-    if last.get("type") in events.TERMINAL_EVENTS.values() and isinstance(last.get("response", {}).get("output"), list):
+    output = last.get("response", {}).get("output") if last.get("type") in events.TERMINAL_EVENTS.values() else None
+    if isinstance(output, list) and output:  # []: none, or left out past RUNS_MAX_EVENT_BYTES (live.push_last)
         return events.Output.of_response(last["response"])
     return events.output_items(found)
 
