@@ -214,3 +214,65 @@ def test_the_same_idempotency_key_at_once_and_after_runs_the_mcp_tool_once(app_w
     assert len({answer.json()["id"] for answer in answers}) == 1
     assert "The tool returned: late" in reply_text(answers[-1].json()["output"])
     assert TOOL_CALLS == ["slow_lookup"]
+
+
+def counting_model(words: int, every: float) -> Any:
+    """A chat-completions model server that streams its answer a word at a time: 'w1 ', 'w2 ', ... 'w{words} ',
+    one every `every` seconds, to any request."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        data = {"id": "chatcmpl-count", "object": "chat.completion.chunk", "created": 1, "model": "counting",
+                "choices": [choice]}  # fmt: skip
+        return f"data: {json.dumps(data)}\n\n".encode()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        pieces = [chunk({"role": "assistant", "content": ""})]
+        pieces += [chunk({"content": f"w{n} "}) for n in range(1, words + 1)]
+        for piece in [*pieces, chunk({}, "stop"), b"data: [DONE]\n\n"]:
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await asyncio.sleep(every)
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+def events_of(url: str, run_id: str, cursor: int) -> list[dict[str, Any]]:
+    answer = httpx.get(f"{url}/responses/{run_id}", params={"stream": "true", "starting_after": cursor}, timeout=30)
+    assert answer.text.endswith("data: [DONE]\n\n")
+    return sse_events(answer.text)
+
+
+@pytest.mark.waits
+def test_a_followers_cursor_stays_true_across_a_kill():
+    """A client follows a run whose text streams, the app is killed (-9) mid-text, and started again: the stream
+    the client saw is the run's stored stream up to its cursor, and the resumed run's events go on from there.
+    (The client was sent text deltas the app had not stored yet; the resumed run gave their numbers to others.)"""
+    with ServerThread(counting_model(words=150, every=0.005)) as model:
+        env = app_env(LLM_PROVIDER="openai", LLM_API="chat_completions", LLM_MODEL="counting", OPENAI_API_KEY="x",
+                      OPENAI_BASE_URL=f"{model}/v1")  # fmt: skip
+        seen: list[dict[str, Any]] = []
+        with (first := StartedApp(env)) as url:
+            body = {"input": "Count", "background": True, "stream": True}
+            with httpx.stream("POST", f"{url}/responses", json=body, timeout=30) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data: {"):
+                        seen.append(json.loads(line.removeprefix("data: ")))
+                    if sum(event["type"] == "response.output_text.delta" for event in seen) >= 20:
+                        first.process.kill()  # the client has seen text, and follows on
+                        break
+            first.process.wait(15)
+        run_id, cursor = seen[0]["response"]["id"], seen[-1]["sequence_number"]
+        assert [event["sequence_number"] for event in seen] == list(range(len(seen)))
+        with StartedApp(env) as url:
+            after = events_of(url, run_id, cursor)  # the client, back with its cursor
+            whole = events_of(url, run_id, -1)
+    assert whole[: len(seen)] == seen, "what the client saw is the run's stream"
+    assert whole[len(seen) :] == after and after[0]["sequence_number"] == cursor + 1, "and it goes on from there"
+    assert whole[-1]["type"] == "response.completed"
+    assert "w150" in reply_text(whole[-1]["response"]["output"]), "the resumed run's answer"

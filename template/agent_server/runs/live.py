@@ -3,7 +3,9 @@
 to the database in small batches for everyone else (and for the process that resumes it after a crash).
 
 A finished item (and the run's first and last event) is written at once, before the stream goes on: after a
-crash, no tool output the client saw is lost. Text deltas are written at most every FLUSH_SECONDS.
+crash, no tool output the client saw is lost. Text deltas are written in batches: every FOLLOWED_FLUSH_SECONDS
+while a client here follows the run, else every FLUSH_SECONDS. A follower is sent only what is written, so its
+cursor stays true across a crash: the attempt that resumes the run numbers its events on from the written ones.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from agent_server.runs.store import Run
 
 logger = logging.getLogger("agent_server.runs")
 
-FLUSH_SECONDS = 0.2
+FLUSH_SECONDS = 0.2  # no one follows the run here: other processes' followers poll every POLL_SECONDS anyway
+FOLLOWED_FLUSH_SECONDS = 0.05  # a follower's deltas wait this long at most (plus the write): one write per batch
 WRITTEN_AT_ONCE = frozenset({"response.created", "response.output_item.done", *events.TERMINAL_EVENTS.values()})
 POLL_SECONDS = 0.25  # how often a client that follows a run another process runs reads its new events
 
@@ -38,7 +41,8 @@ class LiveRun:
     def __init__(self, run: Run, earlier: list[str]) -> None:
         self.run = run
         self.events = list(earlier)  # every event of the run, earlier attempts' too: index == sequence_number
-        self.stored = len(earlier)  # how many of them are in the database
+        self.stored = len(earlier)  # how many of them are in the database: all that followers are sent
+        self.followers = 0  # clients that follow the run in this process
         self.failure = ModelFailure()
         self.task: asyncio.Task[None] | None = None
         self.started: asyncio.Future[tuple[int, list[Any], bytes] | None] = asyncio.get_running_loop().create_future()
@@ -76,7 +80,6 @@ class LiveRun:
     def _add(self, data: str) -> None:
         self.run.events_bytes += len(data)
         self.events.append(data)
-        self._wake()
 
     async def tool_call_started(self, item: dict[str, Any]) -> None:
         """Written at once: after a crash, a call that was running is known, and not made again unasked."""
@@ -120,6 +123,7 @@ class LiveRun:
                 return False
             self.stored = first + len(pending)
             self._status_written = status or self._status_written
+            self._wake()
             return True
 
     async def flush_all(self) -> None:
@@ -131,22 +135,30 @@ class LiveRun:
         await self.flush()
 
     async def _flush_soon(self) -> None:
+        """Batches of deltas, until none waits (or the database fails: the next event tries again)."""
         try:
-            await asyncio.sleep(FLUSH_SECONDS)
-            await self.flush()
+            while len(self.events) > self.stored:
+                await asyncio.sleep(FOLLOWED_FLUSH_SECONDS if self.followers else FLUSH_SECONDS)
+                if not await self.flush():
+                    return
         finally:
             self._flusher = None
 
     async def follow(self, cursor: int) -> AsyncIterator[bytes]:
-        """Every event after `cursor`, then each as it comes, until the run ends."""
-        while True:
-            changed = self._changed
-            while cursor + 1 < len(self.events):
-                cursor += 1
-                yield events.framed(self.events[cursor])
-            if self.ended.is_set():
-                return
-            await changed.wait()
+        """Every written event after `cursor`, then each batch as it is written, until the run ends."""
+        self.followers += 1
+        try:
+            while True:
+                changed = self._changed
+                if cursor + 1 < self.stored:
+                    written, cursor = self.events[cursor + 1 : self.stored], self.stored - 1
+                    yield b"".join(events.framed(data) for data in written)
+                    continue  # more may have been written meanwhile, the last event among them
+                if self.ended.is_set():
+                    return
+                await changed.wait()
+        finally:
+            self.followers -= 1
 
 
 async def follow_stored(run_id: str, owner: str, cursor: int, running: dict[str, LiveRun]) -> AsyncIterator[bytes]:
