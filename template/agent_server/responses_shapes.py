@@ -52,6 +52,21 @@ def items_announced(events: Iterable[str]) -> int:
     return sum(1 for data in events if json.loads(data).get("type") == "response.output_item.added")
 
 
+def unfinished(events: Iterable[str]) -> list[dict[str, Any]]:
+    """The ends of the items a run's stream announced and never finished (its process stopped mid-message): each
+    ends incomplete, its text not kept (the resumed attempt answers anew), so no item of the stream stays open."""
+    announced: dict[int, dict[str, Any]] = {}
+    for data in events:
+        event = json.loads(data)
+        if event.get("type") == "response.output_item.added":
+            announced[event["output_index"]] = event["item"]
+        elif event.get("type") == "response.output_item.done":
+            announced.pop(event.get("output_index"), None)
+    ended = {"status": "incomplete", "content": []}
+    done = "response.output_item.done"
+    return [{"type": done, "output_index": index, "item": {**item, **ended}} for index, item in announced.items()]
+
+
 def withheld(item: dict[str, Any]) -> bool:
     """Is this the end of a message whose text an output guardrail withheld (EventShaper.finish)? No output item."""
     return item.get("type") == "message" and item.get("status") == "incomplete" and not item.get("content")

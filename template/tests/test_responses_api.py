@@ -5,6 +5,7 @@ validated against the package's own types (openai.types.responses), as the offli
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -63,6 +64,9 @@ def valid_stream(events: list[dict[str, Any]], first: int = 0, whole: bool = Tru
         elif event["type"] in CONTENT_EVENTS and whole:
             item_id = event["item"]["id"] if "item" in event else event["item_id"]
             assert announced.get(event["output_index"]) == item_id, f"not announced: {event}"
+    if whole:  # the SDK's helper completes no response with an item left open
+        done = {event["output_index"] for event in events if event["type"] == "response.output_item.done"}
+        assert set(announced) <= done, f"items never finished: {set(announced) - done}"
     return events
 
 
@@ -170,3 +174,38 @@ def test_an_approved_call_is_an_mcp_call_that_answers_its_request(client: OpenAI
     last = client.responses.create(model="agent", input=history)
     assert "I saw 2 user, 1 assistant and 1 tool turns" in last.output_text, last.output_text
     assert SENT == ["ada@example.com"], "the approved call ran once"
+
+
+def test_a_run_resumed_mid_message_ends_the_message_its_stop_cut_off(client: OpenAI, http: TestClient) -> None:
+    """A run whose process stopped while a message streamed (its stored events end mid-text), resumed by the next
+    heartbeat: the cut-off message ends incomplete with no text, the new attempt's items are numbered after it,
+    and the whole stream is one the SDK's helper completes."""
+    from agent_server.memory import database, owner_of
+    from agent_server.runs import execute, recovery, store
+    from agent_server.runs.store import Run
+
+    body = {"input": [{"role": "user", "content": "Hello there"}]}
+    first = sse_events(http.post("/responses", json={**body, "background": True, "stream": True}).text)
+    cut = next(n for n, event in enumerate(first) if event["type"] == "response.output_text.delta") + 1
+    kept = {**body, execute.PATH_KEY: "/responses"}  # as a run posted to /responses is kept
+    dead = Run(f"resp_{uuid.uuid4().hex}", owner_of(http.headers), "", None, "x", kept, True, status="in_progress",
+               holder="gone:1", heartbeat_until=time.time() - 1, created_at=time.time())  # fmt: skip
+    earlier = [{**event, "response": {**event["response"], "id": dead.id}} if "response" in event else event
+               for event in first[:cut]]  # fmt: skip
+
+    async def stopped() -> None:
+        opened = await database.store()
+        await opened.run(store.create(dead), write=True)
+        await opened.run(store.append(dead.id, 0, [json.dumps(event) for event in earlier], None), write=True)
+        await recovery.beat()
+
+    http.portal.call(stopped)
+    assert ended(client, dead.id).status == "completed"
+    whole = valid_stream(sse_events(http.get(f"/responses/{dead.id}", params={"stream": "true"}).text))
+    assert whole[:cut] == earlier, "what a client saw before the stop"
+    cut_off = whole[cut]
+    assert cut_off["type"] == "response.output_item.done" and cut_off["output_index"] == 0
+    assert cut_off["item"]["status"] == "incomplete" and cut_off["item"]["content"] == []
+    [answer] = whole[-1]["response"]["output"]
+    assert answer["type"] == "message" and "Hello there" in answer["content"][0]["text"], "answered anew"
+    assert whole[cut + 1]["type"] == "response.output_item.added" and whole[cut + 1]["output_index"] == 1

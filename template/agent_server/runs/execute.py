@@ -29,7 +29,7 @@ from agent_server.memory.leases import HOLDER
 from agent_server.memory.store import Unavailable
 from agent_server.request_guard import RUN_ATTEMPT_KEY, STATE_KEY
 from agent_server.request_state import RunAttempt
-from agent_server.responses_shapes import OUTPUT_INDEX_KEY, items_announced
+from agent_server.responses_shapes import OUTPUT_INDEX_KEY, items_announced, unfinished
 from agent_server.runs import events, store
 from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed
 from agent_server.runs.store import Run
@@ -156,6 +156,8 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
                 if not live.events:  # a resumed run has its first event already
                     await live.push(events.created(run))
                     await live.push({**events.created(run), "type": "response.in_progress"})
+                for event in unfinished(live.events):  # a resumed run's: the message its stop cut off ends
+                    await live.push(event)
             return
         chunk = message.get("body", b"")
         if refusal:
