@@ -8,6 +8,7 @@ The face the rest of the app uses. The package, one job a module:
 - database.py: the process's open store: start-up, shutdown, pruning;
 - store.py: the store's transactions (SQLite or PostgreSQL, through SQLAlchemy) and the turn lease;
 - leases.py: leases that name their holder, renewed while their turns run, so a dead holder's are freed;
+- queue.py: a turn of a busy conversation waits, and runs after the turns that came before it;
 - schema.py: the tables and their forward-only migrations;
 - lakebase.py: Lakebase logins with OAuth tokens from the workspace;
 - api.py: the caller's conversations over HTTP (`/conversations`).
