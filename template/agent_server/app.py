@@ -129,3 +129,10 @@ def page_with_look(settings: config.Settings) -> str:
 async def chat_page() -> HTMLResponse:
     """The chat page: markdown replies, tool blocks, and history kept the way hosted chat UIs keep it."""
     return HTMLResponse(page_with_look(config.settings()), headers=CHAT_PAGE_HEADERS)
+
+
+@app.get("/c/{conversation_id}", response_class=HTMLResponse, include_in_schema=False)
+async def conversation_page(conversation_id: str) -> HTMLResponse:
+    """A conversation's address: the same page, which opens the conversation for its owner (a new chat for anyone
+    else, with no word of whether it exists)."""
+    return await chat_page()

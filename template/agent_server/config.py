@@ -197,10 +197,6 @@ class RunSettings:  # background runs and idempotent requests (agent_server/runs
 
 
 @dataclass(frozen=True)
-class EvaluationSettings:  # `uv run evaluate` (agent_server/evaluation/); --judge wins
-    judge_model: str = setting("EVAL_JUDGE_MODEL", text, "", "the judges' model: `offline`, or as MLflow names one")
-
-@dataclass(frozen=True)
 class PageSettings:  # the chat page's look, the owner's to set (chat_ui.html reads them as it loads: app.py)
     title: str = setting("CHAT_TITLE", shown_text(60), "Agent chat", "the page's title and heading")
     greeting: str = setting("CHAT_GREETING", shown_text(300), DEFAULT_GREETING, "what a new chat says")
@@ -208,6 +204,10 @@ class PageSettings:  # the chat page's look, the owner's to set (chat_ui.html re
     accent: str = setting("CHAT_ACCENT", colour, "", "the buttons' colour, #rgb or #rrggbb; unset: the page's")
     logo: str = setting("CHAT_LOGO", image_file, "", "an image file beside the title: PNG, JPEG, WebP, GIF or SVG")
 
+
+@dataclass(frozen=True)
+class EvaluationSettings:  # `uv run evaluate` (agent_server/evaluation/); --judge wins
+    judge_model: str = setting("EVAL_JUDGE_MODEL", text, "", "the judges' model: `offline`, or as MLflow names one")
 
 
 class Group(Generic[G]):
@@ -240,11 +240,11 @@ class Settings:
     memory = Group(MemoryVariables)
     runs = Group(RunSettings)
     evaluation = Group(EvaluationSettings)
+    page = Group(PageSettings)
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
 
-    page = Group(PageSettings)
     def check(self) -> None:
         """Parse every group now (start-app, before it serves): the first bad value is a ConfigurationError."""
         for name in GROUPS:

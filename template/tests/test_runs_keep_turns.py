@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from agents import Agent, AgentHooks
+from fastapi.testclient import TestClient
 from support import reply_text
 from test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
-from test_runs import SlowTool, client, ended, slow, until  # noqa: F401
+from test_runs import client, ended, slow, until  # noqa: F401
 
 from agent_server import llm
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
@@ -24,23 +25,23 @@ from agent_server.runs import recovery, store
 from agent_server.runs.store import Run
 
 
-def two_turns(client, conversation: str) -> list[dict[str, Any]]:
+def two_turns(app: TestClient, conversation: str) -> list[dict[str, Any]]:
     """Two turns of `conversation`, each its new message alone; the stored items after them."""
     for text in ("Hello", "Tell me more"):
         named = {"input": [{"role": "user", "content": text}], "context": {"conversation_id": conversation}}
-        assert client.post("/responses", json=named).status_code == 200
-    kept = client.get(f"/conversations/{conversation}").json()["items"]
+        assert app.post("/responses", json=named).status_code == 200
+    kept = app.get(f"/conversations/{conversation}").json()["items"]
     assert [item.get("role") for item in kept] == ["user", "assistant", "user", "assistant"]
     return kept
 
 
-def cancel(client, run_id: str) -> dict[str, Any]:
-    cancelled = client.post(f"/responses/{run_id}/cancel", json={})
+def cancel(app: TestClient, run_id: str) -> dict[str, Any]:
+    cancelled = app.post(f"/responses/{run_id}/cancel", json={})
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled", cancelled.text
     return cancelled.json()
 
 
-def test_cancel_during_a_tool_keeps_the_turns_before_it_and_answers_with_what_it_had(client, slow, model_log):
+def test_cancel_during_a_tool_keeps_the_turns_before_it_and_answers_with_what_it_had(client, slow, model_log):  # noqa: F811
     conversation = f"kept-{uuid.uuid4()}"
     before = two_turns(client, conversation)
     named = {"input": [{"role": "user", "content": "Please hold"}], "context": {"conversation_id": conversation}}
@@ -50,7 +51,11 @@ def test_cancel_during_a_tool_keeps_the_turns_before_it_and_answers_with_what_it
     answered = cancel(client, run_id)
     call, interrupted = answered["output"]
     assert call["type"] == "function_call" and call["name"] == "hold", "the cancel's answer names the call it stopped"
-    assert interrupted == {"type": "function_call_output", "call_id": call["call_id"], "output": INTERRUPTED_CALL_OUTPUT}
+    assert interrupted == {
+        "type": "function_call_output",
+        "call_id": call["call_id"],
+        "output": INTERRUPTED_CALL_OUTPUT,
+    }
     assert client.get(f"/responses/{run_id}").json()["output"] == answered["output"], "and so does the run, read"
 
     kept = client.get(f"/conversations/{conversation}").json()["items"]
@@ -86,7 +91,7 @@ class HeldAfterTheModel(AgentHooks):
 
 
 @pytest.mark.parametrize("before_text", [False, True], ids=["during-its-text", "before-any-text"])
-def test_cancel_of_a_text_answer_keeps_the_turns_before_it(client, monkeypatch, before_text):
+def test_cancel_of_a_text_answer_keeps_the_turns_before_it(client, monkeypatch, before_text):  # noqa: F811
     conversation = f"kept-{uuid.uuid4()}"
     before = two_turns(client, conversation)
     hooks = HeldAfterTheModel(before_text)
@@ -109,7 +114,7 @@ def test_cancel_of_a_text_answer_keeps_the_turns_before_it(client, monkeypatch, 
 
 
 @pytest.mark.parametrize("earlier_turn", [True, False], ids=["named-conversation", "first-turn"])
-def test_a_run_resumed_after_a_crash_appends_its_turn_after_the_ones_before(client, slow, model_log, earlier_turn):
+def test_a_run_resumed_after_a_crash_appends_its_turn_after_the_ones_before(client, slow, model_log, earlier_turn):  # noqa: F811
     """Its process died after the tool's output was stored; the run resumes on the stored steps, and its turn
     (prompt, call, output, answer) lands after the conversation's earlier turns, which stay."""
     conversation = f"resumed-{uuid.uuid4()}"
