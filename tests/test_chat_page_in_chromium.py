@@ -537,6 +537,34 @@ def test_edit_regenerate_comment_rename_and_delete_from_the_page(served_app, bro
     assert not chat.errors and not reopened.errors
 
 
+def test_what_i_remember_and_your_data_from_the_page(start_app, browser):
+    """With LONG_TERM_MEMORY on, a fact the agent remembers shows in the sidebar's "What I remember" after the turn;
+    one is forgotten from there; "Export my data" (confirmed) downloads everything as one JSON document, and
+    "Delete my data" (confirmed) deletes the conversations and the facts."""
+    with start_app(LONG_TERM_MEMORY="true") as url:
+        chat = ChatPage(browser.new_page(), url)
+        page = chat.page
+        chat.ask("My name is Ada")
+        facts = page.locator("#memory-list li")
+        expect(facts).to_have_text(["My name is Ada"])
+        chat.ask("Remember I like green tea")
+        expect(facts).to_have_text(["Remember I like green tea", "My name is Ada"])
+        page.once("dialog", lambda dialog: dialog.accept())
+        with page.expect_download() as downloaded:
+            page.get_by_role("button", name="Export my data").click()
+        exported = json.loads(Path(downloaded.value.path()).read_text())
+        assert [fact["text"] for fact in exported["memories"]] == ["Remember I like green tea", "My name is Ada"]
+        assert [len(conversation["items"]) for conversation in exported["conversations"]] == [8]
+        page.get_by_role("button", name="Forget \u201cMy name is Ada\u201d").click()
+        expect(facts).to_have_text(["Remember I like green tea"])
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Delete my data").click()
+        expect(chat.conversations).to_have_count(0)
+        expect(facts).to_have_text(["Nothing yet."])
+        assert httpx.get(f"{url}/memories").json()["memories"] == []
+        assert not chat.errors
+
+
 def test_without_memory_the_page_replays_the_whole_history_and_starts_new_chats(start_app, browser_page):
     with start_app(MEMORY_BACKEND="none") as url:
         chat = ChatPage(browser_page, url)
