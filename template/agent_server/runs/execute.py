@@ -156,6 +156,7 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
                 if not live.events:  # a resumed run has its first event already
                     await live.push(events.created(run))
                     await live.push({**events.created(run), "type": "response.in_progress"})
+                    await live.flush()  # stored as its first is: a stream resumed after a crash starts as any does
                 for event in unfinished(live.events):  # a resumed run's: the message its stop cut off ends
                     await live.push(event)
             return
