@@ -915,34 +915,6 @@ def test_an_error_status_or_a_lost_connection_can_be_retried(stateless_app, brow
     assert not chat.errors
 
 
-# --- the look, at desktop and phone width --------------------------------------------------------
-
-SHOWCASE = "\n".join(
-    [
-        "Show me some markdown:",
-        "",
-        "### Steps",
-        "1. Install with `uv sync`",
-        "2. Run **start-app** and open the page",
-        "",
-        "```bash",
-        "uv run start-app --port 8000 --host 127.0.0.1  # long enough to scroll inside its block at any width: .......",
-        "```",
-    ]
-)
-
-
-@pytest.mark.parametrize(("width", "viewport"), [("desktop", DESKTOP), ("phone", PHONE)])
-def test_a_conversation_reads_well_at_desktop_and_phone_width(served_app, browser, artifacts, width, viewport):
-    page = browser.new_page(viewport=viewport)
-    chat = ChatPage(page, served_app)
-    chat.ask("Hello")
-    chat.ask(SHOWCASE)
-    chat.ask("What time is it?")
-    tool = page.locator("details.tool")
-    tool.locator("summary").click()
-    expect(tool.locator(".tool-output")).to_be_visible()
-    page.locator("#log").evaluate("log => { log.scrollTop = log.scrollHeight; }")
 def test_a_down_app_says_so_once_in_words_and_retry_clears_it(served_app, browser_page):
     chat = ChatPage(browser_page, served_app)
     chat.ask("Hello")
@@ -988,7 +960,7 @@ def test_small_things_send_looks_disabled_a_comment_is_in_view_code_in_a_table_k
     page.fill("#prompt", "x")
     assert opacity() == 1
     page.fill("#prompt", "")
-    chat.ask("| step | command |\n|---|---|\n| third | `uv run start-app --port 8000` |\n\n" + "More text. " * 60)
+    chat.ask("Steps:\n\n| step | command |\n|---|---|\n| third | `uv run start-app --port 8000` |\n\n" + "More. " * 90)
     code = chat.replies.nth(0).locator("td code")
     assert code.evaluate("c => getComputedStyle(c).overflowWrap") == "normal", "a phone table scrolls instead"
     chat.replies.nth(0).get_by_role("button", name="Good answer").click()
@@ -998,6 +970,34 @@ def test_small_things_send_looks_disabled_a_comment_is_in_view_code_in_a_table_k
     assert not chat.errors
 
 
+# --- the look, at desktop and phone width --------------------------------------------------------
+
+SHOWCASE = "\n".join(
+    [
+        "Show me some markdown:",
+        "",
+        "### Steps",
+        "1. Install with `uv sync`",
+        "2. Run **start-app** and open the page",
+        "",
+        "```bash",
+        "uv run start-app --port 8000 --host 127.0.0.1  # long enough to scroll inside its block at any width: .......",
+        "```",
+    ]
+)
+
+
+@pytest.mark.parametrize(("width", "viewport"), [("desktop", DESKTOP), ("phone", PHONE)])
+def test_a_conversation_reads_well_at_desktop_and_phone_width(served_app, browser, artifacts, width, viewport):
+    page = browser.new_page(viewport=viewport)
+    chat = ChatPage(page, served_app)
+    chat.ask("Hello")
+    chat.ask(SHOWCASE)
+    chat.ask("What time is it?")
+    tool = page.locator("details.tool")
+    tool.locator("summary").click()
+    expect(tool.locator(".tool-output")).to_be_visible()
+    page.locator("#log").evaluate("log => { log.scrollTop = log.scrollHeight; }")
     page.screenshot(path=str(artifacts / f"chat-{width}.png"), animations="disabled")
 
     # No sideways scrolling: everything fits the width, and a long code line scrolls inside its block.
@@ -1123,6 +1123,7 @@ def test_stop_during_a_tool_keeps_the_conversation_and_its_stopped_turn(slow_too
     expect(turns.nth(0)).to_have_text("Hello")
     expect(turns.nth(2)).to_have_text("Please run slow_lookup")
     expect(turns).to_have_count(4)  # Hello, its answer, the prompt, and the stopped call
+    expect(turns.nth(3).locator(".tool-status")).to_have_text("interrupted")
     reopened.ask("Never mind")
     expect(reopened.replies.last).to_contain_text("I saw 3 user, 1 assistant and 1 tool turns. You said: Never mind")
     assert not chat.errors and not reopened.errors
@@ -1151,4 +1152,3 @@ def test_an_mcp_tool_that_asks_first_runs_once_approved_and_never_denied(slow_to
     assert deleted() == [*before, "a.txt"], "once for the approval, never for the denial or a replay"
     expect(browser_page.locator(".error")).to_have_count(0)
     assert not chat.errors
-    expect(turns.nth(3).locator(".tool-status")).to_have_text("interrupted")
