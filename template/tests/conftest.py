@@ -131,6 +131,7 @@ def conversation_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         url = str(tmp_path_factory.mktemp("memory") / "conversations.db")
         patch.setenv("MEMORY_BACKEND", "sqlite")
         patch.setenv("MEMORY_DATABASE_URL", url)
+        patch.setenv("LONG_TERM_MEMORY", "false")  # whatever the answer: its own tests turn it on
         yield url
 
 
