@@ -331,9 +331,10 @@ def test_export_lists_the_trace_of_each_answer(client):
 
 def test_delete_me_leaves_nothing_of_the_caller_and_touches_no_one_else(client, caplog):
     ada, bob = someone("ada"), someone("bob")
+    words = {user: f"word{uuid.uuid4().hex}" for user in (ada, bob)}  # in the search index of SQLite, by owner
     for user in (ada, bob):
         Conversation(client, False, user=user).send("My name is Ada")
-        Conversation(client, False, user=user).send("Remember I like tea")
+        Conversation(client, False, user=user).send(f"Remember the code {words[user]}")
         client.post("/invocations", json={"input": [{"role": "user", "content": "Hi"}]},
                     headers={**as_user(user), "Idempotency-Key": f"k-{uuid.uuid4()}"})  # fmt: skip
     from agent_server.memory import approval_store
@@ -352,6 +353,13 @@ def test_delete_me_leaves_nothing_of_the_caller_and_touches_no_one_else(client, 
     assert left == dict.fromkeys(("conversations", "items", "runs", "memories", "approval_answers"), 0)
     assert rows_of(bob) == before, "no one else's rows"
     assert client.get("/conversations", headers=as_user(ada)).json()["conversations"] == []
+    if memory.settings().backend == "sqlite":  # nor anything of theirs in the FTS5 index (PostgreSQL's is the table's)
+
+        def indexed(word: str) -> Any:
+            search = "SELECT count(*) FROM agent_memories_search WHERE agent_memories_search MATCH :word"
+            return lambda connection: connection.scalar(sa.text(search), {"word": f'"{word}"'})
+
+        assert (in_database(indexed(words[ada])), in_database(indexed(words[bob]))) == (0, 1)
     logged = [r.getMessage() for r in caplog.records if "deleted their data" in r.getMessage()]
     assert len(logged) == 1 and "Ada" not in logged[0] and ada not in logged[0] and "3 conversations" in logged[0]
 
