@@ -363,10 +363,9 @@ def test_a_last_event_that_would_pass_the_event_bytes_is_written_without_its_out
     assert done["status"] == "completed" and reply_text(done["output"]) == reply_text(last["response"]["output"])
 
 
-def test_a_dead_processs_run_resumes_from_its_stored_steps_without_running_them_again(client, slow, model_log):
-    """A run whose process died after its tool's output was stored: the next heartbeat claims it, and the model
-    goes on from the stored output; the tool does not run again."""
-    conversation = f"resumed-{uuid.uuid4()}"
+def crashed_after_its_tool(app: TestClient, conversation: str) -> Run:
+    """A run of `conversation` ("Please hold") whose process died after its tool's output was stored, claimed by
+    the next heartbeat: it resumes on the stored steps."""
     body = {"input": [{"role": "user", "content": "Please hold"}], "context": {"conversation_id": conversation}}
     call = {"type": "function_call", "call_id": "call_1", "name": "hold", "arguments": "{}", "id": "fc_1"}
     output = {"type": "function_call_output", "call_id": "call_1", "output": "stored before the crash"}
@@ -382,7 +381,14 @@ def test_a_dead_processs_run_resumes_from_its_stored_steps_without_running_them_
         await opened.run(store.append(dead.id, 0, data, None), write=True)
         await recovery.beat()
 
-    client.portal.call(crashed)
+    app.portal.call(crashed)
+    return dead
+
+
+def test_a_dead_processs_run_resumes_from_its_stored_steps_without_running_them_again(client, slow, model_log):
+    """A run whose process died after its tool's output was stored: the next heartbeat claims it, and the model
+    goes on from the stored output; the tool does not run again."""
+    dead = crashed_after_its_tool(client, f"resumed-{uuid.uuid4()}")
     done = ended(client, dead.id)
     assert done["status"] == "completed", done
     assert "The tool returned: stored before the crash" in reply_text(done["output"])

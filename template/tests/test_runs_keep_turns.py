@@ -5,9 +5,7 @@ tool or before any text, and a run resumed after its process died, each append t
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
-import time
 import uuid
 from typing import Any
 
@@ -16,13 +14,10 @@ from agents import Agent, AgentHooks
 from fastapi.testclient import TestClient
 from support import reply_text
 from test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
-from test_runs import client, ended, slow, until  # noqa: F401
+from test_runs import client, crashed_after_its_tool, ended, slow, until  # noqa: F401
 
 from agent_server import llm
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
-from agent_server.memory import database
-from agent_server.runs import recovery, store
-from agent_server.runs.store import Run
 
 
 def two_turns(app: TestClient, conversation: str) -> list[dict[str, Any]]:
@@ -119,22 +114,7 @@ def test_a_run_resumed_after_a_crash_appends_its_turn_after_the_ones_before(clie
     (prompt, call, output, answer) lands after the conversation's earlier turns, which stay."""
     conversation = f"resumed-{uuid.uuid4()}"
     before = two_turns(client, conversation) if earlier_turn else []
-    body = {"input": [{"role": "user", "content": "Please hold"}], "context": {"conversation_id": conversation}}
-    call = {"type": "function_call", "call_id": "call_1", "name": "hold", "arguments": "{}", "id": "fc_1"}
-    output = {"type": "function_call_output", "call_id": "call_1", "output": "stored before the crash"}
-    dead = Run(f"resp_{uuid.uuid4().hex}", ADA, conversation, None, "x", body, True, status="in_progress",
-               holder="gone:1", heartbeat_until=time.time() - 1, created_at=time.time())  # fmt: skip
-    events = [{"type": "response.created", "response": {"id": dead.id}}, *[
-        {"type": "response.output_item.done", "item": item} for item in (call, output)]]  # fmt: skip
-
-    async def crashed() -> None:
-        opened = await database.store()
-        await opened.run(store.create(dead), write=True)
-        data = [json.dumps({**event, "sequence_number": n}) for n, event in enumerate(events)]
-        await opened.run(store.append(dead.id, 0, data, None), write=True)
-        await recovery.beat()
-
-    client.portal.call(crashed)
+    dead = crashed_after_its_tool(client, conversation)
     assert ended(client, dead.id)["status"] == "completed"
     kept = client.get(f"/conversations/{conversation}").json()["items"]
     assert kept[: len(before)] == before, "the earlier turns are kept"
