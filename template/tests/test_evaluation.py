@@ -200,7 +200,7 @@ ONE_CASE = "cases: [{name: a, turns: [{user: hi}]}]\n"
         (b"cases: 5\n", "'cases' must be a list of cases, not a number."),
         (b"cases: every one\n", "'cases' must be a list of cases, not text."),
         (f"thresholds: [latency]\n{ONE_CASE}".encode(), "'thresholds' must map scorer names to pass rates"),
-        (f"thresholds: fast\n{ONE_CASE}".encode(), "to pass rates ({latency: 1}), not text."),
+        (f"thresholds: fast\n{ONE_CASE}".encode(), "to pass rates (such as latency: 1), not text."),
         ("cases: [{name: café, turns: [{user: hi}]}]\n".encode("latin-1"), "not UTF-8 text (invalid continuation"),
         (None, "a directory, not a cases file"),
     ],

@@ -120,7 +120,7 @@ def load(*paths: Path) -> EvaluationSet:
             raise EvaluationSetError(f"{path}: 'cases' must be a list of cases, not {_kind(found)}.")
         if rates is not None and not isinstance(rates, dict):
             raise EvaluationSetError(
-                f"{path}: 'thresholds' must map scorer names to pass rates ({{latency: 1}}), not {_kind(rates)}."
+                f"{path}: 'thresholds' must map scorer names to pass rates (such as latency: 1), not {_kind(rates)}."
             )
         cases.extend(found or [])
         thresholds.update(rates or {})
