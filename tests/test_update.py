@@ -345,7 +345,7 @@ from support import replayed  # noqa: E402
 
 from agent_server.app import app  # noqa: E402
 
-with TestClient(app) as client:
+with TestClient(app, base_url="http://localhost") as client:  # a loopback name: the app answers no other
     history = [{"role": "user", "content": "Hello"}]
     first = client.post("/invocations", json={"input": history})
     history += [*replayed(first.json()["output"], "chat_ui"), {"role": "user", "content": "And again"}]
