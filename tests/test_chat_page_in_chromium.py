@@ -565,6 +565,43 @@ def test_what_i_remember_and_your_data_from_the_page(start_app, browser):
         assert not chat.errors
 
 
+def test_answers_that_wrote_or_recalled_memory_are_marked(start_app, browser):
+    """An answer after a `remember` or `recall` call says so above its text, in the stream and when its conversation
+    is reopened; a fact forgotten in "What I remember" is not recalled in a new chat."""
+    with start_app(LONG_TERM_MEMORY="true") as url:
+        chat = ChatPage(browser.new_page(), url)
+        page = chat.page
+        notes = page.locator(".assistant .memory-note")
+        chat.ask("My name is Ada")
+        expect(notes).to_have_text(["Remembered"])
+        page.click("#new-chat")
+        chat.ask("What time is it?")
+        expect(chat.replies).to_have_count(1)
+        expect(notes).to_have_count(0)
+        chat.ask("What is my name?")
+        expect(chat.replies.nth(1)).to_contain_text("Ada")
+        expect(chat.replies.nth(1).locator(".memory-note")).to_have_text("Used what I remember")
+        expect(notes).to_have_count(1)
+        # Reopened, each conversation's answers are marked as they were.
+        chat.conversations.nth(1).click()
+        expect(page.locator(".user-turn")).to_have_count(1)
+        expect(notes).to_have_text(["Remembered"])
+        chat.conversations.nth(0).click()
+        expect(chat.replies).to_have_count(2)
+        expect(chat.replies.nth(0).locator(".memory-note")).to_have_count(0)
+        expect(chat.replies.nth(1).locator(".memory-note")).to_have_text("Used what I remember")
+        # Text, never markup: the note is a plain paragraph.
+        assert page.locator(".memory-note").first.inner_html() == "Used what I remember"
+
+        page.get_by_role("button", name="Forget \u201cMy name is Ada\u201d").click()
+        expect(page.locator("#memory-list li")).to_have_text(["Nothing yet."])
+        page.click("#new-chat")
+        chat.ask("What is my name?")
+        expect(chat.replies).to_have_count(1)
+        expect(chat.replies.nth(0)).not_to_contain_text("Ada")
+        assert not chat.errors
+
+
 def test_without_memory_the_page_replays_the_whole_history_and_starts_new_chats(start_app, browser_page):
     with start_app(MEMORY_BACKEND="none") as url:
         chat = ChatPage(browser_page, url)
