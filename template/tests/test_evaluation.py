@@ -161,6 +161,44 @@ cases:
     assert simulated["turns"][-1]["error"] and not simulated["scores"]["turn_succeeded"]["passed"]
 
 
+RECALLED_ACROSS_CONVERSATIONS = """
+cases:
+  - name: recalls-my-name-in-a-new-chat
+    turns:
+      - user: My name is Ada Lovelace.
+        expect:
+          tools: [remember]
+      - user: What is my name?
+        new_conversation: true
+        expect:
+          contains: [Ada Lovelace]
+          not_contains: [error]
+"""
+
+
+@pytest.mark.parametrize(
+    ("backend", "long_term"),
+    [("sqlite", True), ("sqlite", False), ("none", False)],
+    ids=["long-term-memory", "conversation-memory-only", "no-memory"],
+)
+def test_a_turn_can_open_a_new_conversation_of_the_same_user(tmp_path, app_settings, backend, long_term):
+    """Only long-term memory carries the name into the second conversation: without it the case fails, as the
+    second conversation has neither the first's id (memory on) nor its history (memory off)."""
+    app_settings.setenv("MEMORY_BACKEND", backend)
+    app_settings.setenv("LONG_TERM_MEMORY", str(long_term).lower())
+    status, results = evaluate(tmp_path, "--cases", cases_file(tmp_path, RECALLED_ACROSS_CONVERSATIONS))
+    [case] = results["cases"]
+    assert [turn["error"] for turn in case["turns"]] == [None, None]
+    text = case["scores"]["required_text"]
+    if long_term:
+        assert status == 0 and case["passed"] and text["passed"], results["failures"]
+    else:
+        assert status == 1 and not text["passed"] and "does not contain 'Ada Lovelace'" in text["rationale"]
+    traces = mlflow.search_traces(run_id=results["run_id"], return_type="list")
+    sessions = {t.info.trace_metadata.get("mlflow.trace.session") for t in traces}
+    assert len(traces) == 2 and len(sessions) == 2  # two conversations, each its own MLflow session
+
+
 @pytest.mark.waits
 def test_evaluate_against_a_running_app(tmp_path, capsys):
     env = app_env(LLM_PROVIDER="offline", HOME=str(tmp_path), MLFLOW_TRACKING_URI=f"file:{tmp_path / 'app-mlruns'}",
@@ -229,3 +267,9 @@ def test_a_mistake_in_the_cases_file_names_its_place(tmp_path):
     lines.write_text('{"name": "a", "turns": [{"user": "hi", "expect": {"tools": ["get_current_time"]}}]}\n')
     [case] = cases.load(lines).cases
     assert case.turns[0].expect.tools[0].name == "get_current_time"
+    opens = "cases: [{name: a, turns: [{user: hi, new_conversation: true}]}]\n"
+    with pytest.raises(cases.EvaluationSetError, match=r"cases\[0\]\.turns: .*the first turn opens the case's"):
+        cases.load(Path(cases_file(tmp_path, opens)))
+    numbered = "cases: [{name: a, turns: [{user: hi}, {user: yo, new_conversation: 1}]}]\n"
+    with pytest.raises(cases.EvaluationSetError, match=r"turns\[1\]\.new_conversation: Input should be a valid bool"):
+        cases.load(Path(cases_file(tmp_path, numbered)))

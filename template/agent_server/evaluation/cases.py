@@ -15,6 +15,8 @@
               reference: "The tool returned"         # what a correct answer says (the correctness judge)
               guidelines: ["States the time"]        # what the guidelines judge holds the answer to
               max_seconds: 30                        # the turn's latency bound
+          - user: What is my name?
+            new_conversation: true                   # optional: this turn opens a new conversation, same user
 
 A mistake in the file is an EvaluationSetError that names the file and the place: `cases[1].turns[0].expect.tool:
 unknown key`. Read with pydantic, so every key is checked and none is silently ignored.
@@ -69,6 +71,7 @@ class Expectations(Strict):
 class Turn(Strict):
     user: str = Field(min_length=1)
     expect: Expectations = Expectations()
+    new_conversation: bool = False  # a new chat of the same user: what long-term memory carries across
 
 
 class Case(Strict):
@@ -81,6 +84,13 @@ class Case(Strict):
     @classmethod
     def _listed(cls, value: Any) -> Any:
         return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("turns")
+    @classmethod
+    def _first_opens(cls, value: tuple[Turn, ...]) -> tuple[Turn, ...]:
+        if value and value[0].new_conversation:
+            raise ValueError("the first turn's new_conversation: the first turn opens the case's conversation already")
+        return value
 
 
 class EvaluationSet(Strict):

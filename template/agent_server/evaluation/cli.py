@@ -130,6 +130,7 @@ def evaluate(evaluation_set: case_files.EvaluationSet, args: argparse.Namespace,
         for number, case in enumerate(evaluation_set.cases, 1):
             chat, played = Chat(session=f"{label}/{case.name}"), []
             for turn in case.turns:
+                chat = chat.next_conversation() if turn.new_conversation else chat
                 result = app.turn(chat, turn.user)
                 played.append(result)
                 expectations[result.turn_id] = expected(turn.expect)

@@ -5,7 +5,8 @@ The app is this project's, in process (its ASGI app on an event loop of its own,
 MCP servers, background runs), or a running one at a URL. Each turn is POST /invocations, streamed, sent the
 way the chat page sends it: with memory on, the new message and the conversation's id only; with memory off,
 the whole history, each earlier answer replayed as the client got it (an assistant message as an id-less
-output_text message, the rest as it came).
+output_text message, the rest as it came). A turn marked `new_conversation` opens another chat of the same user
+(the same headers, so the same identity): with memory on it sends no conversation id, with memory off no history.
 
 Each turn is one MLflow trace of the evaluation's own (`evaluate_turn`): the user's message as its inputs, the
 answer's items as its outputs (the Responses shape MLflow's judges read), and the turn's error and seconds as
@@ -60,6 +61,12 @@ class Chat:
     conversation_id: str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     failed: bool = False
+    opened: int = 1  # the case's conversations so far, this one included
+
+    def next_conversation(self) -> Chat:
+        """The same user's next conversation, as a new chat on the chat page: no id, no history, its own session."""
+        base = self.session.removesuffix(f"#{self.opened}") if self.opened > 1 else self.session
+        return Chat(session=f"{base}#{self.opened + 1}", opened=self.opened + 1)
 
 
 class AppUnderTest:
