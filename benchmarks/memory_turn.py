@@ -187,7 +187,7 @@ async def measure(
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://bench") as client,
+        httpx.AsyncClient(transport=transport, base_url="http://localhost") as client,
     ):
         for size, runs in RUNS.items():
             history = chat_history(size)
