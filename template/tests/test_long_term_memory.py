@@ -83,11 +83,11 @@ def in_database(transaction: Any) -> Any:
 
 def rows_of(owner: str) -> dict[str, int]:
     """How many rows of `owner` each table holds, counted in the database itself."""
-    from agent_server.memory.schema import approval_answers, conversations, items, memories, runs
+    from agent_server.memory.schema import approval_answers, conversations, items, memories, runs, turn_queue
 
     def count(connection: sa.Connection) -> dict[str, int]:
         tables = {"conversations": conversations, "items": items, "runs": runs, "memories": memories}
-        tables["approval_answers"] = approval_answers
+        tables |= {"approval_answers": approval_answers, "waiting_turns": turn_queue}
         return {
             name: connection.scalar(sa.select(sa.func.count()).select_from(table).where(table.c.owner == owner))
             for name, table in tables.items()
@@ -338,19 +338,22 @@ def test_delete_me_leaves_nothing_of_the_caller_and_touches_no_one_else(client, 
         client.post("/invocations", json={"input": [{"role": "user", "content": "Hi"}]},
                     headers={**as_user(user), "Idempotency-Key": f"k-{uuid.uuid4()}"})  # fmt: skip
     from agent_server.memory import approval_store
+    from agent_server.memory.schema import turn_queue
 
-    for user in (ada, bob):  # an answer to an approval request, as the request guard keeps it
+    for user in (ada, bob):  # an approval answer, as the request guard keeps it; a waiting turn's place
         in_database(functools.partial(approval_store.keep_first_answers, user, {f"mcpr_{uuid.uuid4().hex}": True}))
+        place = {"owner": user, "conversation_id": "busy", "lease": f"gone:1/{uuid.uuid4().hex}", "expires_at": 0.0}
+        in_database(lambda connection, place=place: connection.execute(turn_queue.insert().values(place)))
     before = rows_of(bob)
     with caplog.at_level("INFO", logger="agent_server.memory"):
         answer = client.delete("/me", headers=as_user(ada))
     assert answer.status_code == 200
     deleted = answer.json()["deleted"]
     assert deleted["conversations"] == 3 and deleted["memories"] == 2 and deleted["runs"] == 1, deleted
-    assert deleted["approval_answers"] == 1
+    assert deleted["approval_answers"] == 1 and deleted["waiting_turns"] == 1
     assert deleted["items"] >= 8 and deleted["run_events"] >= 1
     left = rows_of(ada)
-    assert left == dict.fromkeys(("conversations", "items", "runs", "memories", "approval_answers"), 0)
+    assert left == dict.fromkeys(("conversations", "items", "runs", "memories", "approval_answers", "waiting_turns"), 0)
     assert rows_of(bob) == before, "no one else's rows"
     assert client.get("/conversations", headers=as_user(ada)).json()["conversations"] == []
     if memory.settings().backend == "sqlite":  # nor anything of theirs in the FTS5 index (PostgreSQL's is the table's)

@@ -31,7 +31,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from agent_server.errors import BadRequest, error_response
 from agent_server.memory import facts, turn_transactions
 from agent_server.memory.database import store
-from agent_server.memory.schema import approval_answers, conversations, items, run_events, runs
+from agent_server.memory.schema import approval_answers, conversations, items, run_events, runs, turn_queue
 from agent_server.memory.settings import enabled
 from agent_server.memory.store import Store, Unavailable
 from agent_server.memory.turns import owner_of
@@ -147,7 +147,7 @@ async def delete_everything(request: Request) -> Response:
         return error_response(error.status, str(error), error.param)
     except Unavailable as error:
         return error_response(503, f"Memory is unavailable: {error}. Nothing was deleted. Try again.")
-    kinds = ("conversations", "items", "runs", "run_events", "memories", "approval_answers")
+    kinds = ("conversations", "items", "runs", "run_events", "memories", "approval_answers", "waiting_turns")
     counts = {name: deleted.get(name, 0) for name in kinds}
     logger.info("memory: a user deleted their data: %s", ", ".join(f"{n} {name}" for name, n in counts.items()))
     return JSONResponse({"deleted": counts, "about": TRACES if enabled() else NOTHING_KEPT + TRACES})
@@ -165,4 +165,6 @@ def _delete(owner: str, connection: sa.Connection) -> dict[str, int]:
         "approval_answers": connection.execute(
             approval_answers.delete().where(approval_answers.c.owner == owner)
         ).rowcount,
+        # Places of turns waiting for a busy conversation (queue.py): a waiter whose process died leaves its own.
+        "waiting_turns": connection.execute(turn_queue.delete().where(turn_queue.c.owner == owner)).rowcount,
     }
