@@ -20,7 +20,6 @@ import contextlib
 import datetime
 import functools
 import gc
-import importlib.util
 import io
 import json
 import os
@@ -196,14 +195,6 @@ async def measure(postgres_url: str, folder: str) -> tuple[dict, dict]:
     return calls, whole
 
 
-def load_postgres_helper():
-    """tests/postgres.py of the template's repository (not part of the rendered app), by path."""
-    spec = importlib.util.spec_from_file_location("template_tests_postgres", ROOT / "tests" / "postgres.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
@@ -214,7 +205,10 @@ def main() -> None:
         global CALLS, TURN_RUNS
         CALLS, TURN_RUNS = 5, 2
     started = time.monotonic()
-    with load_postgres_helper().PostgresServer() as pg, tempfile.TemporaryDirectory() as folder:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from postgres import PostgresServer  # the tests' own PostgreSQL, on loopback (as background_runs.py)
+
+    with PostgresServer() as pg, tempfile.TemporaryDirectory() as folder:
         server_version = pg.psql("SHOW server_version")
         calls, whole = asyncio.run(measure(pg.url, folder))
     out = io.StringIO()

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import datetime
 import gc
-import importlib.util
 import io
 import json
 import logging
@@ -226,20 +225,15 @@ async def measure(
     return seconds, alone
 
 
-def load_postgres_helper():
-    """tests/postgres.py of the template's repository (not part of the rendered app), by path."""
-    spec = importlib.util.spec_from_file_location("template_tests_postgres", ROOT / "tests" / "postgres.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
     parser.add_argument("--command", default="scripts/benchmark memory")
     args = parser.parse_args()
-    with load_postgres_helper().PostgresServer() as pg, tempfile.TemporaryDirectory() as folder:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from postgres import PostgresServer  # the tests' own PostgreSQL, on loopback (as background_runs.py)
+
+    with PostgresServer() as pg, tempfile.TemporaryDirectory() as folder:
         server_version = pg.psql("SHOW server_version")
         seconds, alone = asyncio.run(measure(pg.url, folder))
     out = io.StringIO()
