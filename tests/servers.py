@@ -46,10 +46,17 @@ CHAT_UI_CLIENT = Path(__file__).resolve().parent / "chat_ui_client"
 def converse(url: str, mode: str, *prompts: str) -> dict[str, Any]:
     """A conversation with the app at `url` held by the Databricks chat UI's own packages (chat_ui_client/chat.mjs,
     `mode` stream, generate or fallback): {"requests": [...], "replies": [...]}, as the client saw them."""
+    return node_client(CHAT_UI_CLIENT, "@databricks/ai-sdk-provider", url, mode, *prompts)
+
+
+def node_client(folder: Path, package: str, *args: str) -> dict[str, Any]:
+    """`folder`/chat.mjs run with `args` by Node, with `package` installed there by scripts/test: its JSON output."""
     node = shutil.which("node")
-    assert node, "Node 20 or later is needed for the chat UI client"
-    assert (CHAT_UI_CLIENT / "node_modules" / "@databricks" / "ai-sdk-provider").is_dir(), "run scripts/test (npm ci)"
-    args = [node, str(CHAT_UI_CLIENT / "chat.mjs"), url, mode, *prompts]
-    result = subprocess.run(args, cwd=CHAT_UI_CLIENT, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    assert node, f"Node 20 or later is needed for {folder.name}"
+    assert (folder / "node_modules" / package).is_dir(), "run scripts/test (npm ci)"
+    command = [node, str(folder / "chat.mjs"), *args]
+    result = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, (
+        f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    )
     return json.loads(result.stdout)

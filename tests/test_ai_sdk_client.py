@@ -9,15 +9,12 @@ must reach the SDK as a tool call with its result, and the offline model must ha
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from renders import API_MODES, clean_env, uv
-from servers import ServerProcess, free_port
+from servers import ServerProcess, free_port, node_client
 
 CLIENT = Path(__file__).parent / "ai_sdk_client"
 PROMPTS = ["Hello", "What time is it?", "Thanks"]
@@ -44,13 +41,7 @@ def served_app(request, renders) -> Iterator[tuple[str, Path]]:
 
 
 def converse(url: str, mode: str) -> dict:
-    node = shutil.which("node")
-    assert node, "Node 20 or later is needed for the AI SDK client"
-    assert (CLIENT / "node_modules" / "@ai-sdk" / "openai").is_dir(), "run scripts/test (npm ci)"
-    args = [node, str(CLIENT / "chat.mjs"), url, mode, *PROMPTS]
-    result = subprocess.run(args, cwd=CLIENT, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
-    return json.loads(result.stdout)
+    return node_client(CLIENT, "@ai-sdk/openai", url, mode, *PROMPTS)
 
 
 @pytest.mark.parametrize("mode", ["generate", "stream"])
