@@ -304,18 +304,27 @@ def writes_held(client: TestClient, database_url: str) -> Iterator[None]:
         client.portal.call(holder.close)
 
 
+async def read_run(transaction: Any) -> Run | None:
+    return await (await database.store()).run(transaction)
+
+
 def test_a_cancel_while_the_runs_events_are_written_keeps_the_stream_whole(client, slow, backend):  # noqa: F811
     """The cancel stops the run while it writes a finished item: that write still ends, and counts, so the events
     after it (the last, response.cancelled) are stored too. They were refused as repeats of the item's numbers."""
     run = client.post("/responses", json={"input": [{"role": "user", "content": "Please hold"}], "background": True})
     run_id = run.json()["id"]
     live = execute.RUNNING[run_id]
-    until(lambda: slow.calls and live.stored == len(live.events), "the tool to start, and the events before it stored")
     answers: list[Any] = []
 
     def items_done() -> int:
         return sum('"type": "response.output_item.done"' in data for data in live.events)
 
+    def call_stored() -> bool:  # the stream records the started call (a write of its own) as the tool starts
+        stored = client.portal.call(lambda: read_run(store.get(ADA, run_id)))
+        return bool(stored and stored.started_calls)
+
+    # Taken before that write, the lock held the stream there (SQLite waits 30 s), short of the tool's output.
+    until(lambda: slow.calls and call_stored() and live.stored == len(live.events), "the tool running, its call stored")
     before = items_done()
     with writes_held(client, backend):
         slow.release.set()  # the tool's output is an item, written at once: the write waits for the lock
