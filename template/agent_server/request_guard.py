@@ -73,6 +73,9 @@ class RequestGuard(HttpMiddleware):
         attempt: request_state.RunAttempt | None = scope.get(RUN_ATTEMPT_KEY)
         try:
             body, sent = await cpu_work(len(raw) <= INLINE_BYTES, checked_body, raw)
+            if sent is None:  # items by reference: the stored items they name, then rendered (memory/references.py)
+                body = await memory.resolved_references(headers, body)
+                sent = await cpu_work(len(raw) <= INLINE_BYTES, rendered_history, body)
             memory_queue.client_messages.set(receive)  # a turn that waits for its conversation leaves on a hang-up
             turn = await memory.start_turn(headers, body, sent, attempt.continues_from if attempt else None)
         except BadRequest as error:
@@ -105,8 +108,9 @@ async def _keep_stopped(turn: memory.Turn, attempt: request_state.RunAttempt) ->
         logger.warning("the stopped turn of conversation %s was not kept: %s", turn.conversation_id, error)
 
 
-def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:
-    """The request body, and its history rendered item by item; or BadRequest saying what is wrong."""
+def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History | None]:
+    """The request body, and its history rendered item by item (None: it holds items by reference, which memory
+    resolves first); or BadRequest saying what is wrong."""
     body = _parsed(raw)
     if not isinstance(body, dict):
         raise BadRequest(f"The request body must be a JSON object with an 'input' list, not a JSON {json_type(body)}.")
@@ -129,11 +133,18 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:
         if memory.enabled():
             keeps = "name the conversation in 'context.conversation_id' and send its new items"
         raise BadRequest(f"'previous_response_id' cannot be used with this app: {keeps}.", param="previous_response_id")
+    if memory.enabled() and memory.has_references(items):
+        return body, None
+    return body, rendered_history({**body, "input": items})
+
+
+def rendered_history(body: dict[str, Any]) -> memory.History:
+    items = body["input"] if isinstance(body["input"], list) else [{"role": "user", "content": body["input"]}]
     try:
         each = render_each(items, api=llm.settings().api)
     except HistoryError as error:
         raise BadRequest(str(error), param=f"input[{error.index}]") from None
-    return body, memory.History(each, items)
+    return memory.History(each, items)
 
 
 def prepared_body(

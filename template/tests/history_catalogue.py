@@ -595,9 +595,13 @@ SHAPES: list[Shape] = [
         name="item-reference",
         client="Clients of the Responses API that refer to stored items by id",
         group="Edge shapes",
-        note="The same rule as `compaction`: the referenced item lives in OpenAI's store, not in the request.",
+        note=(
+            "With conversation memory on, the app resolves each reference to the caller's stored item of that id "
+            "before the render (a tool call's id brings the call and its output), as the API resolves its own; "
+            "an id the caller has no item for is a 400. The render itself refuses one, in both modes."
+        ),
         history=[user("Hello"), {"type": "item_reference", "id": "msg_abc123"}],
-        error="input[1]: a 'item_reference' item cannot be replayed here: MLflow",
+        error="input[1]: an 'item_reference' names",  # an item the app keeps only with memory on; with it, no item
     ),
     Shape(
         name="hosted-mcp-call",

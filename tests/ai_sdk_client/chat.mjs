@@ -1,17 +1,17 @@
 // Holds a conversation with a generated app's /responses the way any Vercel AI SDK app does, with the SDK's own
 // OpenAI provider (`openai.responses(...)`, its baseURL at the app) and nothing of the app's:
 //
-//   node chat.mjs BASE_URL MODE PROMPT...
+//   node chat.mjs BASE_URL MODE STORE PROMPT...
 // MODE is `generate` (generateText) or `stream` (streamText); either way the history is kept as the model messages
-// each turn returns (`response.messages`) and sent again on the next. The app keeps no items for `item_reference`
-// (the provider's default `store: true` replays the model's items by reference): `store: false` sends them whole.
+// each turn returns (`response.messages`) and sent again on the next. STORE is `default` (the provider's own,
+// `store: true`: the model's earlier items go back as `item_reference`s by id) or `false` (sent whole).
 // Prints {"requests": [{status, body}], "replies": [text of each turn], "content": [content parts of each turn],
 // "warnings": [...]} as JSON; a turn that fails exits 1.
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, streamText } from 'ai';
 
 globalThis.AI_SDK_LOG_WARNINGS = false; // they are in the output's `warnings`
-const [baseUrl, mode, ...prompts] = process.argv.slice(2);
+const [baseUrl, mode, store, ...prompts] = process.argv.slice(2);
 const requests = [];
 const openai = createOpenAI({
   baseURL: baseUrl,
@@ -23,7 +23,7 @@ const openai = createOpenAI({
   },
 });
 const model = openai.responses('agent');
-const options = { model, providerOptions: { openai: { store: false } }, maxRetries: 0 };
+const options = { model, maxRetries: 0, ...(store === 'false' && { providerOptions: { openai: { store: false } } }) };
 
 const messages = [];
 const replies = [];

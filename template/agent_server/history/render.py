@@ -105,6 +105,12 @@ def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
     if item_type in DROPPED_TYPES:
         logger.info("history: input[%d] is a %s item, which is not replayed", index, item_type)
         return []
+    if item_type == "item_reference":  # with memory on, resolved before the render (memory/references.py)
+        raise HistoryError(
+            index,
+            "an 'item_reference' names an item by id, which this app keeps only with conversation memory on; "
+            "send the item itself (the AI SDK: providerOptions.openai.store false)",
+        )
     if item_type in SERVER_STATE_TYPES:
         raise HistoryError(
             index,

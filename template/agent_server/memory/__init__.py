@@ -11,12 +11,15 @@ The face the rest of the app uses. The package, one job a module:
 - queue.py: a turn of a busy conversation waits, and runs after the turns that came before it;
 - schema.py: the tables and their forward-only migrations;
 - lakebase.py: Lakebase logins with OAuth tokens from the workspace;
-- api.py: the caller's conversations over HTTP (`/conversations`).
+- api.py: the caller's conversations over HTTP (`/conversations`);
+- references.py: `item_reference` items, resolved to the stored items they name.
 """
 
 from __future__ import annotations
 
 from agent_server.memory.database import check_database, close_memory, open_memory, store
+from agent_server.memory.references import has_references
+from agent_server.memory.references import resolved as resolved_references
 from agent_server.memory.settings import MemorySettings, enabled, settings
 from agent_server.memory.turns import (
     CONVERSATION_ID,
@@ -41,9 +44,11 @@ __all__ = [
     "close_memory",
     "conversation_id_of",
     "enabled",
+    "has_references",
     "keeps_own_history",
     "open_memory",
     "owner_of",
+    "resolved_references",
     "settings",
     "start_turn",
     "store",

@@ -103,10 +103,13 @@ def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
 
 async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: bytes, path: str) -> Response:
     owner = memory.owner_of(headers)
+    if memory.has_references(body.get("input")):  # the run keeps the items they name, and runs in their conversation
+        body = await memory.resolved_references(headers, body)
+        raw = json.dumps(body).encode()
     conversation_id = memory.conversation_id_of(body)
     answer_as = {field: body.pop(field, False) for field in RUN_FIELDS}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-    if conversation_id is None and memory.keeps_own_history(*checked_body(raw)):
+    if conversation_id is None and (sent := checked_body(raw)[1]) is not None and memory.keeps_own_history(body, sent):
         # A client that keeps its own history: the run keeps its request and its events, no conversation (n runs
         # of a growing history would store it n times). Its answer names none.
         conversation_id = ""

@@ -1,0 +1,99 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""`item_reference` items: the stored items they name, put in their place (with conversation memory on).
+
+A Responses API client that keeps `store: true` (the Vercel AI SDK's OpenAI provider does, by default) sends the
+model's earlier items by id: `{"type": "item_reference", "id": "msg_…"}` for a message, and the `mcp_call`'s id (a
+tool call's `call_id`) for a tool the app ran, once for the call and once for its result. The app keeps every
+answered item with its conversation, so it can answer them as the API does: each id names an item of one of the
+caller's conversations, which becomes the turn's conversation when the request names none (the one holding most
+of the ids, if a model server reused one). A tool call's id
+brings the call and its output. An id the caller has no item for is a 400 that says how to send items whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from agent_server.errors import BadRequest, quoted
+from agent_server.memory.database import store
+from agent_server.memory.schema import conversations
+from agent_server.memory.schema import items as items_table
+from agent_server.memory.store import Unavailable
+from agent_server.memory.turns import conversation_id_of, owner_of
+
+REFERENCE = "item_reference"
+SEND_WHOLE = "send the item itself (the AI SDK: providerOptions.openai.store false)"
+
+
+def has_references(items: Any) -> bool:
+    return isinstance(items, list) and any(isinstance(i, dict) and i.get("type") == REFERENCE for i in items)
+
+
+async def resolved(headers: Mapping[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    """The body with each `item_reference` replaced by the stored items it names, naming their conversation."""
+    owner, sent = owner_of(headers), body["input"]
+    ids = {index: _id_of(item, index) for index, item in enumerate(sent) if item.get("type") == REFERENCE}
+    try:
+        conversation_id = conversation_id_of(body) or await _conversation_of(owner, list(ids.values()))
+        rows = await (await store()).items(owner, conversation_id) if conversation_id else None
+    except Unavailable as error:
+        unavailable = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
+        raise BadRequest(unavailable, status=503) from None
+    named = _by_id(rows or [])
+    items, seen = [], set()
+    for index, item in enumerate(sent):
+        if index not in ids:
+            items.append(item)
+        elif ids[index] not in seen:  # a tool's call and its result name one mcp_call
+            if ids[index] not in named:
+                unknown = f"input[{index}]: an 'item_reference' names {quoted(ids[index])}, and you have no item"
+                raise BadRequest(f"{unknown} by that id; {SEND_WHOLE}.", f"input[{index}]")
+            items.extend(named[ids[index]])
+            seen.add(ids[index])
+    context = body["context"] if isinstance(body.get("context"), dict) else {}
+    return {**body, "input": items, "context": {**context, "conversation_id": conversation_id}}
+
+
+def _id_of(item: dict[str, Any], index: int) -> str:
+    reference = item.get("id")
+    if not isinstance(reference, str) or not 0 < len(reference) <= 200:
+        message = f"input[{index}]: an 'item_reference' needs an 'id' of 1 to 200 characters."
+        raise BadRequest(message, f"input[{index}]")
+    return reference
+
+
+async def _conversation_of(owner: str, ids: list[str]) -> str | None:
+    """The caller's conversation that holds the most items by these ids (the latest of those that hold as many: a
+    model server may give the same answer the same id in two conversations, as the offline model does)."""
+
+    def find(connection: sa.Connection) -> str | None:
+        holding = sa.and_(items_table.c.owner == owner, items_table.c.item_id.in_(ids))
+        held = sa.func.count(sa.distinct(items_table.c.item_id))
+        ours = sa.and_(conversations.c.owner == owner, conversations.c.id == items_table.c.conversation_id)
+        query = (
+            sa.select(items_table.c.conversation_id)
+            .join(conversations, ours)
+            .where(holding)
+            .group_by(items_table.c.conversation_id, conversations.c.updated_at)
+            .order_by(held.desc(), conversations.c.updated_at.desc())
+            .limit(1)
+        )
+        return connection.execute(query).scalar()
+
+    return await (await store()).run(find)
+
+
+def _by_id(rows: list[Any]) -> dict[str, list[dict[str, Any]]]:
+    """Each stored item under its id, and each tool call with its output under the call's id."""
+    named: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        item = {**row.item, "id": row.item_id} if row.item_id else row.item
+        call_id = item.get("call_id") if item.get("type") in ("function_call", "function_call_output") else None
+        if isinstance(call_id, str):
+            named.setdefault(call_id, []).append(item)
+        if row.item_id and row.item_id != call_id:
+            named[row.item_id] = [item]
+    return named
