@@ -27,6 +27,8 @@ MATRIX: dict[str, dict[str, Any]] = {
         for provider in ("offline", "openai", "databricks")
         for api in API_MODES
     },
+    # Long-term memory on once (its default is off): the render's evaluation set holds the recall case.
+    "offline-responses": {"llm_provider": "offline", "llm_api": "responses", "long_term_memory": True},
     # Each `memory` answer once: sqlite is the default above.
     "databricks-postgres": {"llm_provider": "databricks", "memory": "postgres"},
     "no-ci": {"github_ci": False, "app_name": "support-bot-2", "memory": "none"},

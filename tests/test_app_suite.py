@@ -1,6 +1,7 @@
 """The generated app installs from its committed lock, passes its own test suite and type-checks (uv run mypy, as
 its CI does); and in a fresh render,
-`uv run evaluate` passes on the offline model and leaves an MLflow run that MLflow's own search reads."""
+`uv run evaluate` passes on the offline model and leaves an MLflow run that MLflow's own search reads (with
+long-term memory on, its evaluation set's case that recalls across conversations among them)."""
 
 from __future__ import annotations
 
@@ -47,3 +48,11 @@ def evaluated_in(app):
     assert found["status"] == "FINISHED" and found["run"] == found["results_run"]
     assert found["traces"] == 4, found  # a trace per turn of the starter set, each scored once
     assert any(metric.startswith("correctness") for metric in found["metrics"]), found
+
+
+def test_with_long_term_memory_the_evaluation_set_recalls_across_conversations(renders):
+    app = renders["offline-responses"]  # long_term_memory: its cases.yaml holds recalls-my-name-in-a-new-chat
+    uv("sync", "--locked", "--no-config", cwd=app)
+    env = clean_env(LLM_PROVIDER="offline", MLFLOW_ALLOW_FILE_STORE="true")
+    shown = uv("run", "--locked", "--no-config", "evaluate", cwd=app, env=env)
+    assert "PASSED: 4 cases, 0 failed" in shown.stdout and "recalls-my-name-in-a-new-chat" in shown.stdout, shown.stdout
