@@ -39,11 +39,11 @@ from agent_server import llm
 from agent_server.errors import BadRequest
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.identity import owner_of
+from agent_server.json_body import hides_text
 from agent_server.memory import database, leases, queue
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
 from agent_server.memory.settings import enabled, settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
-from agent_server.json_body import hides_text
 from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
 
 logger = logging.getLogger("agent_server.memory")
