@@ -18,11 +18,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent_server.errors import BadRequest, quoted
+from agent_server.identity import owner_of
 from agent_server.memory.database import store
 from agent_server.memory.schema import conversations
 from agent_server.memory.schema import items as items_table
 from agent_server.memory.store import Unavailable
-from agent_server.memory.turns import conversation_id_of, owner_of
+from agent_server.memory.turns import conversation_id_of
 
 REFERENCE = "item_reference"
 SEND_WHOLE = "send the item itself (the AI SDK: providerOptions.openai.store false)"
