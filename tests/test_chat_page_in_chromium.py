@@ -1189,3 +1189,69 @@ def test_an_mcp_tool_that_asks_first_runs_once_approved_and_never_denied(slow_to
     assert deleted() == [*before, "a.txt"], "once for the approval, never for the denial or a replay"
     expect(browser_page.locator(".error")).to_have_count(0)
     assert not chat.errors
+
+
+# --- tool progress: a call is shown when it starts, running, then done, interrupted by Stop ------------------------
+
+RUNNING = re.compile(r"^running… \d+ s$")
+
+
+def started_job(slow_tools_app: dict[str, str], page: Page) -> tuple[Any, float]:
+    """Ask for the MCP server's five_second_job; its block, and when the server started the call."""
+    before = len(httpx.get(f"{slow_tools_app['tools']}/calls").json())
+    page.fill("#prompt", "Please run five_second_job")
+    page.locator("#send").click()
+    for _ in range(1500):
+        if len(httpx.get(f"{slow_tools_app['tools']}/calls").json()) > before:
+            break
+        page.wait_for_timeout(20)
+    called = time.monotonic()
+    tool = page.locator("details.tool")
+    expect(tool.locator(".tool-status")).to_have_text(RUNNING, timeout=1000)  # within a second of the call
+    return tool, called
+
+
+def test_a_running_tool_shows_at_once_with_its_seconds_then_done(slow_tools_app, browser_page, artifacts):
+    chat = ChatPage(browser_page, slow_tools_app["url"])
+    tool, called = started_job(slow_tools_app, browser_page)
+    expect(tool).to_have_count(1)
+    expect(tool.locator(".tool-name")).to_have_text("five_second_job")
+    expect(tool.locator(".tool-arguments")).to_be_visible()  # open while it runs: its arguments at once
+    expect(tool.locator(".tool-arguments")).to_have_text("{}")
+    expect(tool.locator(".tool-status")).to_have_text("running… 2 s", timeout=4000)  # the seconds tick
+    screenshots(browser_page, artifacts, "chat-tool-running")
+    expect(tool.locator(".tool-status")).to_have_text("done", timeout=15_000)
+    assert time.monotonic() - called > 4, "done only once the tool returned"
+    expect(tool.locator(".tool-output")).to_contain_text("finished after five seconds")
+    expect(tool.locator(".tool-arguments")).to_be_hidden()  # folded once done, as any finished call
+    expect(chat.replies.last).to_contain_text("The tool returned: finished after five seconds.")
+    expect(tool).to_have_count(1)
+    screenshots(browser_page, artifacts, "chat-tool-done")
+    assert not chat.errors
+
+
+def test_stop_during_a_running_tool_shows_it_interrupted(slow_tools_app, browser_page, artifacts):
+    chat = ChatPage(browser_page, slow_tools_app["url"])
+    tool, _called = started_job(slow_tools_app, browser_page)
+    browser_page.get_by_role("button", name="Stop the answer").click()
+    expect(browser_page.locator(".stopped")).to_have_text("Stopped")
+    expect(tool.locator(".tool-status")).to_have_text("interrupted")
+    screenshots(browser_page, artifacts, "chat-tool-interrupted")
+    browser_page.wait_for_timeout(1200)
+    expect(tool.locator(".tool-status")).to_have_text("interrupted")  # no longer ticking
+    expect(chat.send).to_be_enabled()
+    assert not chat.errors
+
+
+def test_a_reload_during_a_running_tool_shows_it_running_then_done(slow_tools_app, browser_page):
+    chat = ChatPage(browser_page, slow_tools_app["url"])
+    started_job(slow_tools_app, browser_page)
+    pending_run(browser_page)
+    browser_page.reload()
+    tool = browser_page.locator("details.tool")
+    expect(tool.locator(".tool-status")).to_have_text(RUNNING, timeout=5000)  # the resumed stream: still running
+    expect(tool.locator(".tool-name")).to_have_text("five_second_job")
+    expect(tool.locator(".tool-status")).to_have_text("done", timeout=15_000)
+    expect(tool).to_have_count(1)
+    expect(chat.replies.last).to_contain_text("The tool returned: finished after five seconds.")
+    assert not chat.errors
