@@ -731,6 +731,23 @@ def test_the_models_reasoning_is_shown_folded_above_its_answer(stateless_app, br
     assert not chat.errors
 
 
+def test_a_reopened_conversation_shows_its_reasoning_as_the_live_answer_did(served_app, browser_page):
+    chat = ChatPage(browser_page, served_app)
+    chat.ask("Please think about it")
+    expect(browser_page.locator("details.reasoning")).to_have_count(1)
+    with browser_page.expect_response(lambda response: "/conversations/" in response.url):
+        browser_page.reload()  # the address names the conversation: reopened from the app's memory
+    reasoning = browser_page.locator("details.reasoning")
+    expect(reasoning).to_have_count(1)
+    expect(chat.replies).to_have_count(1)
+    assert reasoning.bounding_box()["y"] < chat.replies.nth(0).bounding_box()["y"], "above its answer"
+    reasoning.locator("summary").click()
+    expect(reasoning.locator(".reasoning-text")).to_have_text(re.compile(r"^The user asks me to think\."))
+    chat.ask("Thanks")
+    expect(chat.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: Thanks")
+    assert not chat.errors
+
+
 def test_markup_in_a_reply_is_shown_as_text_and_never_runs(stateless_app, browser_page):
     fetched: list[str] = []
     browser_page.on("request", lambda request: fetched.append(request.url))
