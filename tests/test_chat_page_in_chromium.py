@@ -731,6 +731,23 @@ def test_the_models_reasoning_is_shown_folded_above_its_answer(stateless_app, br
     assert not chat.errors
 
 
+def test_a_reopened_conversation_shows_its_reasoning_as_the_live_answer_did(served_app, browser_page):
+    chat = ChatPage(browser_page, served_app)
+    chat.ask("Please think about it")
+    expect(browser_page.locator("details.reasoning")).to_have_count(1)
+    with browser_page.expect_response(lambda response: "/conversations/" in response.url):
+        browser_page.reload()  # the address names the conversation: reopened from the app's memory
+    reasoning = browser_page.locator("details.reasoning")
+    expect(reasoning).to_have_count(1)
+    expect(chat.replies).to_have_count(1)
+    assert reasoning.bounding_box()["y"] < chat.replies.nth(0).bounding_box()["y"], "above its answer"
+    reasoning.locator("summary").click()
+    expect(reasoning.locator(".reasoning-text")).to_have_text(re.compile(r"^The user asks me to think\."))
+    chat.ask("Thanks")
+    expect(chat.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: Thanks")
+    assert not chat.errors
+
+
 def test_markup_in_a_reply_is_shown_as_text_and_never_runs(stateless_app, browser_page):
     fetched: list[str] = []
     browser_page.on("request", lambda request: fetched.append(request.url))
@@ -1188,4 +1205,70 @@ def test_an_mcp_tool_that_asks_first_runs_once_approved_and_never_denied(slow_to
     expect(chat.replies.last).to_contain_text("You said: Thanks")
     assert deleted() == [*before, "a.txt"], "once for the approval, never for the denial or a replay"
     expect(browser_page.locator(".error")).to_have_count(0)
+    assert not chat.errors
+
+
+# --- tool progress: a call is shown when it starts, running, then done, interrupted by Stop ------------------------
+
+RUNNING = re.compile(r"^running… \d+ s$")
+
+
+def started_job(slow_tools_app: dict[str, str], page: Page) -> tuple[Any, float]:
+    """Ask for the MCP server's five_second_job; its block, and when the server started the call."""
+    before = len(httpx.get(f"{slow_tools_app['tools']}/calls").json())
+    page.fill("#prompt", "Please run five_second_job")
+    page.locator("#send").click()
+    for _ in range(1500):
+        if len(httpx.get(f"{slow_tools_app['tools']}/calls").json()) > before:
+            break
+        page.wait_for_timeout(20)
+    called = time.monotonic()
+    tool = page.locator("details.tool")
+    expect(tool.locator(".tool-status")).to_have_text(RUNNING, timeout=1000)  # within a second of the call
+    return tool, called
+
+
+def test_a_running_tool_shows_at_once_with_its_seconds_then_done(slow_tools_app, browser_page, artifacts):
+    chat = ChatPage(browser_page, slow_tools_app["url"])
+    tool, called = started_job(slow_tools_app, browser_page)
+    expect(tool).to_have_count(1)
+    expect(tool.locator(".tool-name")).to_have_text("five_second_job")
+    expect(tool.locator(".tool-arguments")).to_be_visible()  # open while it runs: its arguments at once
+    expect(tool.locator(".tool-arguments")).to_have_text("{}")
+    expect(tool.locator(".tool-status")).to_have_text("running… 2 s", timeout=4000)  # the seconds tick
+    screenshots(browser_page, artifacts, "chat-tool-running")
+    expect(tool.locator(".tool-status")).to_have_text("done", timeout=15_000)
+    assert time.monotonic() - called > 4, "done only once the tool returned"
+    expect(tool.locator(".tool-output")).to_contain_text("finished after five seconds")
+    expect(tool.locator(".tool-arguments")).to_be_hidden()  # folded once done, as any finished call
+    expect(chat.replies.last).to_contain_text("The tool returned: finished after five seconds.")
+    expect(tool).to_have_count(1)
+    screenshots(browser_page, artifacts, "chat-tool-done")
+    assert not chat.errors
+
+
+def test_stop_during_a_running_tool_shows_it_interrupted(slow_tools_app, browser_page, artifacts):
+    chat = ChatPage(browser_page, slow_tools_app["url"])
+    tool, _called = started_job(slow_tools_app, browser_page)
+    browser_page.get_by_role("button", name="Stop the answer").click()
+    expect(browser_page.locator(".stopped")).to_have_text("Stopped")
+    expect(tool.locator(".tool-status")).to_have_text("interrupted")
+    screenshots(browser_page, artifacts, "chat-tool-interrupted")
+    browser_page.wait_for_timeout(1200)
+    expect(tool.locator(".tool-status")).to_have_text("interrupted")  # no longer ticking
+    expect(chat.send).to_be_enabled()
+    assert not chat.errors
+
+
+def test_a_reload_during_a_running_tool_shows_it_running_then_done(slow_tools_app, browser_page):
+    chat = ChatPage(browser_page, slow_tools_app["url"])
+    started_job(slow_tools_app, browser_page)
+    pending_run(browser_page)
+    browser_page.reload()
+    tool = browser_page.locator("details.tool")
+    expect(tool.locator(".tool-status")).to_have_text(RUNNING, timeout=5000)  # the resumed stream: still running
+    expect(tool.locator(".tool-name")).to_have_text("five_second_job")
+    expect(tool.locator(".tool-status")).to_have_text("done", timeout=15_000)
+    expect(tool).to_have_count(1)
+    expect(chat.replies.last).to_contain_text("The tool returned: finished after five seconds.")
     assert not chat.errors

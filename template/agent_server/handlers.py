@@ -19,6 +19,7 @@ from agent_server.memory.long_term import with_memory_tools
 from agent_server.middleware import request_state
 from agent_server.output_items import ReplayableOutput, replayable_id, to_output_item, with_unique_call_ids
 from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
+from agent_server.tool_progress import started_item
 from agent_server.tools import approved_calls, mcp_connections
 
 
@@ -217,6 +218,8 @@ async def _streamed_run(
             if isinstance(event.item, ToolCallItem) and (told := request_state.tool_call_hook()) is not None:
                 if (started := to_output_item(event.item.raw_item)) is not None:  # only for a background run
                     await told(started)
+            if isinstance(event.item, ToolCallItem) and (running := started_item(event.item, owners_agent)):
+                yield stream_event("response.output_item.added", item=running)  # before the tool runs: progress
             own_id = message_id if isinstance(event.item, MessageOutputItem) else None
             for item in output.add(event.item.raw_item, message_id=own_id):
                 if item["type"] == "message":

@@ -133,7 +133,9 @@ def waiting_shown(stored: list[dict[str, Any]], api: ApiMode) -> list[Rendered]:
         and call_id not in answered
     ):
         shown.pop()
-    return shown
+    # The model's reasoning, kept for the page only (turns.py): shown where it was, as the live answer showed it.
+    kept = [Rendered(index, item) for index, item in enumerate(stored) if item.get("type") == "reasoning"]
+    return sorted([*shown, *kept], key=lambda entry: entry.index) if kept else shown
 
 
 def closed_approvals(items: list[dict[str, Any]], conversation_id: str) -> dict[str, str]:

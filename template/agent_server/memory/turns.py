@@ -116,13 +116,14 @@ class Turn:
 
     async def finish(self, output: Sequence[Mapping[str, Any]]) -> None:
         """Store this turn (what the client added, then the answer) and end it."""
-        answer = render_each(list(output), self.api)
+        answer = [(entry.index, StoredItem(entry.item, _id(entry.client_id), trace_id=self.trace_id))
+                  for entry in render_each(list(output), self.api)]  # fmt: skip
         added = [
             *(
                 StoredItem(entry.item, _id(entry.client_id), trace_id=self.kept_traces.get(comparable(entry.item)))
                 for entry in self.merged.new
             ),
-            *(StoredItem(entry.item, _id(entry.client_id), trace_id=self.trace_id) for entry in answer),
+            *(stored for _index, stored in sorted([*answer, *_reasoning(output)], key=lambda pair: pair[0])),
         ]
         # A conversation keeps its title (the first message's, or the one its owner gave it) through edits.
         title = _title(self.merged.history) if self.merged.kind == "new conversation" else None
@@ -232,6 +233,15 @@ def ran_before(merged: Merge, stored: Sequence[Rendered]) -> None:
         if approvals.is_answer(item.get("output")) and item.get("call_id") in outputs:
             logger.info("memory: input[%d] answers a call this conversation ran already: its output", entry.index)
             item["output"] = outputs[item["call_id"]]
+
+
+def _reasoning(output: Sequence[Mapping[str, Any]]) -> list[tuple[int, StoredItem]]:
+    """The answer's reasoning, by place: kept for the page (GET /conversations/{id}), which the render drops."""
+    return [
+        (index, StoredItem({"type": "reasoning", "summary": list(item.get("summary") or [])}, None))
+        for index, item in enumerate(output)
+        if item.get("type") == "reasoning" and item.get("summary")
+    ]
 
 
 def _stored_history(rows: list[StoredItem], api: ApiMode) -> History:

@@ -58,17 +58,24 @@ def unfinished(events: Iterable[str]) -> list[dict[str, Any]]:
     announced: dict[int, dict[str, Any]] = {}
     for data in events:
         event = json.loads(data)
-        if event.get("type") == "response.output_item.added":
+        if event.get("type") == "response.output_item.added" and "output_index" in event:  # /responses' only
             announced[event["output_index"]] = event["item"]
         elif event.get("type") == "response.output_item.done":
             announced.pop(event.get("output_index"), None)
-    ended = {"status": "incomplete", "content": []}
     done = "response.output_item.done"
-    return [{"type": done, "output_index": index, "item": {**item, **ended}} for index, item in announced.items()]
+    return [{"type": done, "output_index": index, "item": _ended(item)} for index, item in announced.items()]
+
+
+def _ended(item: dict[str, Any]) -> dict[str, Any]:
+    """An announced item cut off: a message without its text, a started call without output (both withheld)."""
+    return {**item, "status": "incomplete", **({"content": []} if item.get("type") == "message" else {})}
 
 
 def withheld(item: dict[str, Any]) -> bool:
-    """Is this the end of a message whose text an output guardrail withheld (EventShaper.finish)? No output item."""
+    """Is this the end of a message whose text an output guardrail withheld, or of a started call that never
+    finished (EventShaper.finish)? No output item."""
+    if item.get("type") == "mcp_call":
+        return item.get("status") == "incomplete" and "output" not in item
     return item.get("type") == "message" and item.get("status") == "incomplete" and not item.get("content")
 
 
@@ -104,6 +111,17 @@ def mcp_call(call: dict[str, Any] | None, output: dict[str, Any], approved: bool
     return item
 
 
+def _started_call(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "function_call" and item.get("status") == "in_progress"
+
+
+def started_mcp_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call the app runs, as it starts: its `mcp_call`, in progress and with no output yet."""
+    started = mcp_call(call, {"call_id": call.get("call_id"), "output": ""})
+    started.pop("output")
+    return {**started, "status": "in_progress"}
+
+
 def openai_output(items: list[dict[str, Any]], lookup: CallLookup = lambda _: None) -> list[dict[str, Any]]:
     """A whole answer's items (the non-streaming response's `output`) in the API's shapes."""
     shaper = EventShaper(lookup=lookup)
@@ -123,6 +141,7 @@ class EventShaper:
         self.extra: dict[str, Any] = {}  # the last custom_outputs, for the response's
         self._open: dict[str, tuple[int, str]] = {}  # streamed messages not finished: id -> (output_index, text)
         self._calls: list[tuple[dict[str, Any], dict[str, Any]]] = []  # calls held for their outputs, with events
+        self._running: dict[str, tuple[int, dict[str, Any]]] = {}  # started calls (tool_progress.py): call id -> added
 
     def take(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         """The events this one becomes (none while a tool call waits for its output)."""
@@ -132,7 +151,11 @@ class EventShaper:
                 self.extra = event["custom_outputs"]
             return self._done(event)
         out = self._release_calls()
-        if kind == "response.output_text.delta":
+        if kind == "response.output_item.added" and _started_call(event.get("item")):
+            index, item = self._take_index(), started_mcp_call(event["item"])
+            self._running[item["id"]] = (index, item)  # its mcp_call, once it has its output, ends at this index
+            out.append({"type": kind, "output_index": index, "item": item})
+        elif kind == "response.output_text.delta":
             item_id = str(event.get("item_id"))
             index, text = self._open.get(item_id) or self._announce(item_id, out)
             self._open[item_id] = (index, text + str(event.get("delta", "")))
@@ -149,6 +172,9 @@ class EventShaper:
             item = {"type": "message", "id": item_id, "role": "assistant", "status": "incomplete", "content": []}
             out.append({"type": "response.output_item.done", "output_index": index, "item": item})
         self._open.clear()
+        for index, item in self._running.values():  # started, never finished: ends, and is no part of the output
+            out.append({"type": "response.output_item.done", "output_index": index, "item": _ended(item)})
+        self._running.clear()
         return out
 
     def _done(self, event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -182,7 +208,10 @@ class EventShaper:
         item = event["item"]
         out: list[dict[str, Any]] = []
         streamed = self._open.pop(str(item.get("id")), None) if item.get("type") == "message" else None
-        if streamed is None:
+        running = self._running.pop(str(item.get("id")), None) if item.get("type") == "mcp_call" else None
+        if running is not None:
+            index = running[0]  # announced when it started
+        elif streamed is None:
             index = self._take_index()
             started = {**copy.deepcopy(item), "status": "in_progress"}
             if item.get("type") == "message":

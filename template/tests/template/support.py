@@ -350,6 +350,13 @@ def mcp_tool_server(path: str = "/mcp", token: str | None = None) -> ToolServer:
         return "late"
 
     @tools.tool()
+    async def five_second_job() -> str:
+        """Answers after five seconds (the chat page shows it running meanwhile)."""
+        TOOL_CALLS.append("five_second_job")
+        await asyncio.sleep(5)
+        return "finished after five seconds"
+
+    @tools.tool()
     def explode() -> str:
         """Always fails."""
         raise RuntimeError("the tool broke")

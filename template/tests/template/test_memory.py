@@ -75,6 +75,25 @@ def test_each_turn_reaches_the_model_once_whichever_way_the_client_sends_it(clie
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("full", [False, True], ids=["new-turn-only", "full-history"])
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+def test_a_reopened_conversation_shows_the_models_reasoning_where_the_answer_had_it(client, stream, full):
+    """The offline model reasons when asked to think, as reasoning models do. The answer's reasoning is kept for the
+    page to show again, and never reaches the model again (the strict offline model would refuse it): the next
+    turns go on, whichever way the client sends them."""
+    chat = Conversation(client, stream, full=full)
+    live = chat.send("Please think about it")
+    assert [item["type"] for item in live] == ["reasoning", "message"]
+    assert counts(2, 1) in reply_text(chat.send("Thanks"))
+    kept = stored(client, chat.id).json()["items"]
+    shape = ["user", "reasoning", "assistant", "user", "assistant"]
+    assert [item.get("role") or item["type"] for item in kept] == shape
+    assert [item["summary"] for item in kept if item.get("type") == "reasoning"] == [
+        item["summary"] for item in live if item["type"] == "reasoning"
+    ]
+    assert len(stored(client, chat.id).json()["trace_ids"]) == len(kept)
+
+
 @pytest.mark.usefixtures("traced")
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 def test_a_client_that_keeps_its_own_history_and_names_no_conversation_stores_nothing(client, stream):
