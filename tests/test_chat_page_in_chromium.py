@@ -407,8 +407,19 @@ DROP = """files => {
 }"""
 
 
-def drop(page: Page, name: str, media: str, data: bytes) -> None:
-    page.evaluate(DROP, [[name, media, base64.b64encode(data).decode()]])
+# Pastes them into the message box, as a paste of copied files does.
+PASTE = """files => {
+  const pasted = new DataTransfer();
+  for (const [name, type, data] of files) {
+    pasted.items.add(new File([Uint8Array.from(atob(data), c => c.charCodeAt(0))], name, { type }));
+  }
+  const event = new ClipboardEvent("paste", { clipboardData: pasted, bubbles: true, cancelable: true });
+  document.querySelector("#prompt").dispatchEvent(event);
+}"""
+
+
+def drop(page: Page, name: str, media: str, data: bytes, script: str = DROP) -> None:
+    page.evaluate(script, [[name, media, base64.b64encode(data).decode()]])
 
 
 def attach_by_button(page: Page, name: str, media: str, data: bytes) -> None:
@@ -459,7 +470,7 @@ def test_an_image_and_a_pdf_are_attached_sent_and_shown_again_and_refused_files_
         expect(errors).to_contain_text("'big.txt' is 3,000 bytes: the limit is ATTACHMENTS_MAX_FILE_BYTES=2000")
         expect(reopened.page.locator("#attached .attachment")).to_have_text(["TXTbig.txt"])
         reopened.page.get_by_role("button", name="Remove big.txt").click()
-        attach_by_button(reopened.page, "setup.exe", "application/octet-stream", b"MZ")
+        drop(reopened.page, "setup.exe", "application/octet-stream", b"MZ", script=PASTE)
         reopened.ask("And this?")
         expect(errors.nth(1)).to_contain_text("'setup.exe' is application/octet-stream, which this app does not take")
         screenshots(reopened.page, artifacts, f"attachments-refused-{api}")

@@ -13,7 +13,12 @@ stored (request_guard.py), so a refused turn leaves no trace in its conversation
 
 The turn is the user messages the request ends with; the types are checked in every user message the client
 sends. A part given by URL or file id brings no bytes (the model's API fetches it) and counts only in number.
-docs/attachments.md says what each API mode does with each type.
+
+Both API modes carry every type taken here: in chat-completions mode openai-agents' converter (0.24,
+models/chatcmpl_converter.py) makes an inline `input_file` the Chat Completions `File` part (`file_data`,
+`filename`; openai 3.63, openai.types.chat.ChatCompletionContentPartParam), and an image an `image_url` part. What
+that mode cannot send (a file by URL or id) is a 400 before the model is called (history/content_parts.py), and a
+model server that refuses a part answers a 400 the app passes on: nothing is dropped. docs/attachments.md.
 """
 
 from __future__ import annotations
