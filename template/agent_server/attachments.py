@@ -41,7 +41,7 @@ def check(client_items: Sequence[Any], each: Sequence[Rendered]) -> None:
     """BadRequest (415 or 413) for the client's attachments the app does not take; nothing for the rest."""
     turn = _turn_indices(client_items)
     count = total = 0
-    limits = config.settings().attachments
+    limits = None  # read at the first attachment: a turn without any depends on none of these settings
     for entry in each:
         item = client_items[entry.index]
         if not (isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message"):
@@ -53,7 +53,7 @@ def check(client_items: Sequence[Any], each: Sequence[Rendered]) -> None:
             size = _size(part, where)
             if entry.index not in turn:
                 continue
-            count, total = count + 1, total + size
+            count, total, limits = count + 1, total + size, limits or config.settings().attachments
             if count > limits.max_files:
                 message = f"This turn attaches more than {limits.max_files} images or files: the limit is"
                 raise BadRequest(f"{message} ATTACHMENTS_MAX_FILES={limits.max_files}.", where, status=413)

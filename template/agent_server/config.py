@@ -145,6 +145,8 @@ class AttachmentLimits:  # images and documents in a user's turn (attachments.py
         """ConfigurationError for limits that a turn could never meet: a turn's attachments travel as base64 (4/3 of
         their bytes) and must leave room for its text in the body, in MAX_INPUT_CHARS and in a stored turn."""
         values, limits = read_group(cls, env), RequestLimits(**read_group(RequestLimits, env))
+        if values["max_files"] == 0:  # none taken: what they could weigh bounds nothing
+            return cls(**values)
         if values["max_file_bytes"] > values["max_turn_bytes"]:
             raise ConfigurationError("ATTACHMENTS_MAX_FILE_BYTES must not be over ATTACHMENTS_MAX_TURN_BYTES")
         bounds = {"MAX_BODY_BYTES": limits.max_body_bytes, "MAX_INPUT_CHARS": limits.max_input_chars}

@@ -151,3 +151,11 @@ def test_earlier_turns_count_toward_the_type_but_not_the_limits(client, app_sett
     wrong = [user(pdf("x.bin", media="application/octet-stream")), *earlier[1:], user(text="Hi")]
     response = client.post("/invocations", json={"input": wrong})
     assert response.status_code == 415 and response.json()["error"]["param"] == "input[0]"
+
+
+def test_a_responses_client_sends_them_too(client):
+    response = client.post("/responses", json={"input": [user(image(), pdf())]})
+    assert response.status_code == 200, response.text
+    assert "I saw 1 image (png) and 1 file (report.pdf)." in response.json()["output"][0]["content"][0]["text"]
+    refused = client.post("/responses", json={"input": [user(pdf("a.zip", media="application/zip"))]})
+    assert refused.status_code == 415 and "which this app does not take" in refused.json()["error"]["message"]

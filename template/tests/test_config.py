@@ -95,3 +95,4 @@ def test_the_default_attachment_limits_fit_the_body_and_memory_and_memory_off_do
     config.Settings({"MEMORY_BACKEND": "postgres"}).check()
     limits = config.Settings({"MEMORY_BACKEND": "none", "MEMORY_MAX_TURN_BYTES": "1000"}).attachments
     assert limits == config.AttachmentLimits()
+    assert config.Settings({"MAX_INPUT_CHARS": "1000", "ATTACHMENTS_MAX_FILES": "0"}).attachments.max_files == 0
