@@ -48,6 +48,7 @@ OFFLINE_CALL_ID_STYLES = ("unique", "reuse", "empty")  # the offline model's too
 # no other name reaches it). As an address to listen on, an IPv6 one has no brackets.
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 MIB = 1024 * 1024
+ATTACHMENT_HEADROOM = MIB // 4  # what a turn's attachments leave of each bound for its text (AttachmentLimits)
 DEFAULT_GREETING = "Ask anything. Try \u201cWhat time is it?\u201d"
 G = TypeVar("G")
 
@@ -131,6 +132,35 @@ class RequestLimits:
     body_timeout_seconds: float = setting("BODY_TIMEOUT_SECONDS", number(), 30.0, "to send the head, the body: 408")
     turns_per_minute: int = setting("RATE_LIMIT_TURNS_PER_MINUTE", number(True, True), 0, "an identity's, a minute")
     turns_at_once: int = setting("RATE_LIMIT_CONCURRENT_TURNS", number(True, True), 0, "an identity's turns at once")
+
+
+@dataclass(frozen=True)
+class AttachmentLimits:  # images and documents in a user's turn (attachments.py); docs/attachments.md
+    max_files: int = setting("ATTACHMENTS_MAX_FILES", number(True, True), 4, "a turn's images and files; 0: none")
+    max_file_bytes: int = setting("ATTACHMENTS_MAX_FILE_BYTES", number(integer=True), 2 * MIB, "one, decoded: 413")
+    max_turn_bytes: int = setting("ATTACHMENTS_MAX_TURN_BYTES", number(integer=True), 5 * MIB // 2, "a turn's, all")
+
+    @classmethod
+    def read(cls, env: Mapping[str, str]) -> AttachmentLimits:
+        """ConfigurationError for limits that a turn could never meet: a turn's attachments travel as base64 (4/3 of
+        their bytes) and must leave room for its text in the body, in MAX_INPUT_CHARS and in a stored turn."""
+        values, limits = read_group(cls, env), RequestLimits(**read_group(RequestLimits, env))
+        if values["max_files"] == 0:  # none taken: what they could weigh bounds nothing
+            return cls(**values)
+        if values["max_file_bytes"] > values["max_turn_bytes"]:
+            raise ConfigurationError("ATTACHMENTS_MAX_FILE_BYTES must not be over ATTACHMENTS_MAX_TURN_BYTES")
+        bounds = {"MAX_BODY_BYTES": limits.max_body_bytes, "MAX_INPUT_CHARS": limits.max_input_chars}
+        if read_group(MemoryVariables, env)["backend"] != "none":
+            bounds["MEMORY_MAX_TURN_BYTES"] = read_group(MemoryVariables, env)["max_turn_bytes"]
+        needs = -(-values["max_turn_bytes"] // 3) * 4 + ATTACHMENT_HEADROOM
+        for variable, bound in bounds.items():
+            if needs > bound:
+                raise ConfigurationError(
+                    f"ATTACHMENTS_MAX_TURN_BYTES={values['max_turn_bytes']} does not fit {variable}={bound}: in base64,"
+                    f" with {ATTACHMENT_HEADROOM} for the turn's text, it needs {needs}. Lower the one, or raise the"
+                    " other"
+                )
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -233,6 +263,7 @@ class Settings:
     llm = Group(LLMSettings)
     model_calls = Group(ModelCalls)
     limits = Group(RequestLimits)
+    attachments = Group(AttachmentLimits)
     browser = Group(BrowserChecks)
     traces = Group(TraceLimits)
     mcp = Group(McpSettings)

@@ -14,6 +14,7 @@ What the handlers need of all this, it hands them in one object (request_state.p
 | MAX_BODY_BYTES | 16 MiB | 413 |
 | MAX_INPUT_ITEMS | 300 items in `input` | 413 |
 | MAX_INPUT_CHARS | 4,000,000 characters of text in the whole body (inline images count) | 413 |
+| ATTACHMENTS_MAX_* | a turn's images and files: their types (415), number and bytes (attachments.py) | 413 |
 | BODY_TIMEOUT_SECONDS | 30 s to send the whole body (and the headers: head_deadline.py) | 408 |
 
 JSON nested deeper than 64 levels, a lone surrogate (`"\\ud800"`) and an integer of more
@@ -34,7 +35,7 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_server import config, identity, llm, memory
+from agent_server import attachments, config, identity, llm, memory
 from agent_server.errors import BadRequest, error_response
 from agent_server.history import HistoryError, approvals, json_type, pair_calls_with_outputs, render_each
 from agent_server.memory import queue as memory_queue
@@ -150,6 +151,7 @@ def rendered_history(body: dict[str, Any]) -> memory.History:
         each = render_each(items, api=llm.settings().api)
     except HistoryError as error:
         raise BadRequest(str(error), param=f"input[{error.index}]") from None
+    attachments.check(items, each)  # a 415 or 413 before anything runs or is stored
     return memory.History(each, items)
 
 

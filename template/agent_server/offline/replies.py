@@ -13,6 +13,7 @@ from typing import Any
 from agent_server.config import OFFLINE_CALL_ID_STYLES
 from agent_server.offline import judging
 from agent_server.offline.arguments import tool_arguments
+from agent_server.offline.media import attachments_of, seen
 
 CALL_ID_STYLES = OFFLINE_CALL_ID_STYLES
 
@@ -21,6 +22,7 @@ CALL_ID_STYLES = OFFLINE_CALL_ID_STYLES
 class Turn:
     role: str  # "user", "assistant" or "tool"
     text: str
+    attachments: tuple[str, ...] = ()  # its images and files, as media.attachments_of names them
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def chat_turns(messages: list[dict[str, Any]]) -> list[Turn]:
     for message in messages:
         role, text = message["role"], _content_text(message.get("content"))
         if role in ("user", "tool") or (role == "assistant" and text):
-            turns.append(Turn(role, text))
+            turns.append(Turn(role, text, attachments_of(message.get("content"))))
     return turns
 
 
@@ -90,7 +92,7 @@ def responses_turns(items: str | list[dict[str, Any]]) -> list[Turn]:
         if kind == "message" and role in ("user", "assistant"):
             text = _content_text(item["content"])
             if role == "user" or text:
-                turns.append(Turn(role, text))
+                turns.append(Turn(role, text, attachments_of(item["content"])))
         elif kind == "function_call_output":
             turns.append(Turn("tool", _content_text(item["output"])))
     return turns
@@ -132,6 +134,8 @@ def answer(
         )
         if tool_outputs:
             text = f"The tool returned: {tool_outputs[-1]}. {text}"
+        if saw := seen([name for turn in turns for name in turn.attachments]):  # in the whole conversation
+            text = f"{text} {saw}"
     if tool_calls and (said := MEMORY_ARGUMENTS.get(tool or "")) is not None:  # the user's words are the argument
         tool_calls = tuple(
             dataclasses.replace(call, arguments=json.dumps({said: latest_user_text})) for call in tool_calls

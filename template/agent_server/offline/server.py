@@ -19,6 +19,7 @@ from fastapi.responses import Response
 
 from agent_server import config
 from agent_server.offline.chat_format import chat_chunks, chat_completion
+from agent_server.offline.media import check_media
 from agent_server.offline.replies import CALL_ID_STYLES, Answer, chat_answer, responses_answer, with_call_ids
 from agent_server.offline.responses_format import response_completed, response_events
 from agent_server.offline.validation import (
@@ -133,6 +134,7 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
             if api == "responses":
                 check_content_part_types(body)
             validate_schema(api, body)
+            check_media(api, body)
             if api == "chat":
                 check_chat_semantics(body)
                 response = _chat_response(body, with_call_ids(chat_answer(body), app.state.call_ids))

@@ -71,6 +71,15 @@ def test_settings_are_read_once_and_again_only_on_reload(app_settings):
         ({"MEMORY_MAX_ITEMS": "-1"}, "MEMORY_MAX_ITEMS='-1' must be a non-negative number"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL='LOUD' is not one of DEBUG, INFO, WARNING, ERROR"),
         ({"LLM_API": "assistants"}, "LLM_API='assistants' is not one of chat_completions, responses"),
+        (
+            {"ATTACHMENTS_MAX_FILE_BYTES": "3000", "ATTACHMENTS_MAX_TURN_BYTES": "2000"},
+            "ATTACHMENTS_MAX_FILE_BYTES must not be over ATTACHMENTS_MAX_TURN_BYTES",
+        ),
+        ({"MAX_INPUT_CHARS": "3000000"}, "ATTACHMENTS_MAX_TURN_BYTES=2621440 does not fit MAX_INPUT_CHARS=3000000"),
+        (
+            {"MEMORY_BACKEND": "sqlite", "MEMORY_MAX_TURN_BYTES": "3000000"},
+            "ATTACHMENTS_MAX_TURN_BYTES=2621440 does not fit MEMORY_MAX_TURN_BYTES=3000000: in base64",
+        ),
     ],
 )
 def test_check_names_the_first_bad_variable(env, message):
@@ -80,3 +89,10 @@ def test_check_names_the_first_bad_variable(env, message):
 
 def test_unset_or_blank_is_the_default():
     assert config.Settings({}).limits == config.Settings({"MAX_BODY_BYTES": "  "}).limits == config.RequestLimits()
+
+
+def test_the_default_attachment_limits_fit_the_body_and_memory_and_memory_off_does_not_bound_them():
+    config.Settings({"MEMORY_BACKEND": "postgres"}).check()
+    limits = config.Settings({"MEMORY_BACKEND": "none", "MEMORY_MAX_TURN_BYTES": "1000"}).attachments
+    assert limits == config.AttachmentLimits()
+    assert config.Settings({"MAX_INPUT_CHARS": "1000", "ATTACHMENTS_MAX_FILES": "0"}).attachments.max_files == 0

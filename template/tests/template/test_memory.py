@@ -282,6 +282,7 @@ def test_retention_keeps_the_newest_whole_turns(client, app_settings):
 
 def test_a_turn_over_the_size_cap_is_a_413_and_stores_nothing(client, app_settings):
     app_settings.setenv("MEMORY_MAX_TURN_BYTES", "1000")
+    app_settings.setenv("ATTACHMENTS_MAX_FILES", "0")  # none taken, so their limits need not fit in 1000 bytes
     big = f"big-{uuid.uuid4()}"
     body = {"input": [{"role": "user", "content": "x" * 2000}], "context": {"conversation_id": big}}
     response = client.post("/invocations", json=body)
