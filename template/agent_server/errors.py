@@ -72,13 +72,70 @@ def model_failures() -> tuple[type[BaseException], ...]:
     return (openai.APIError, MaxTurnsExceeded)
 
 
-class BadRequest(ValueError):
-    """What the app refuses to run: answered with `status` and this message, naming `param` if it can."""
+class HttpError(ValueError):
+    """What the app refuses, or cannot do, for a request: answered with its class's `status` and this message,
+    naming `param` if it can. One subclass a meaning, so that a status is decided here and nowhere else."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
+    status = 500
+
+    def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
-        self.status = status
+
+
+class BadRequest(HttpError):
+    """The request is wrong: change it."""
+
+    status = 400
+
+
+class Unauthenticated(HttpError):
+    """The request names no caller where one is needed."""
+
+    status = 401
+
+
+class NotFound(HttpError):
+    """The caller has nothing by that name, or the app keeps nothing of the kind."""
+
+    status = 404
+
+
+class BodyTimeout(HttpError):
+    """The body did not arrive within BODY_TIMEOUT_SECONDS."""
+
+    status = 408
+
+
+class Conflict(HttpError):
+    """The conversation is taken by another turn for longer than the request may wait."""
+
+    status = 409
+
+
+class TooLarge(HttpError):
+    """The request holds more than a limit allows."""
+
+    status = 413
+
+
+class ClientGone(HttpError):
+    """The client hung up while its request waited (nobody reads the status: nginx's 499)."""
+
+    status = 499
+
+
+class Broken(HttpError):
+    """What the app stored can no longer be used: the app's fault, not the request's."""
+
+    status = 500
+
+
+class Unavailable(HttpError):
+    """The conversation store cannot answer now (its database failed, or it is not open): try again.
+    The message is the reason; route_error says it to the client."""
+
+    status = 503
 
 
 def quoted(value: str, limit: int = 200) -> str:
@@ -94,6 +151,14 @@ def error_response(
     status: int, message: str, param: str | None = None, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
     return JSONResponse(error_body(status, message, param), status_code=status, headers=dict(headers or {}))
+
+
+def route_error(error: HttpError, then: str = "Try again.", what: str = "Conversation memory") -> JSONResponse:
+    """A route's answer to `error`: its status and message in the one shape; an Unavailable store says whose
+    (`what`) and what the client can do (`then`)."""
+    if isinstance(error, Unavailable):
+        return error_response(error.status, f"{what} is unavailable: {error}. {then}")
+    return error_response(error.status, str(error), error.param)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from agent_server import config, fair_steps, memory
 from agent_server.asgi import HttpMiddleware
-from agent_server.errors import BadRequest, error_response
+from agent_server.errors import HttpError, error_response
 from agent_server.request_guard import GUARDED_PATHS
 
 MAX_IDENTITIES = 10_000  # buckets and loads kept, each: the least recently used go first (a full bucket is a new one)
@@ -127,7 +127,7 @@ class FairShares(HttpMiddleware):
             return
         try:
             owner = memory.owner_of(Headers(scope=scope))
-        except BadRequest as error:  # uncounted, it would go past the limits: refused, memory on or off
+        except HttpError as error:  # uncounted, it would go past the limits: refused, memory on or off
             why = f"{error} Each user's turns are limited (RATE_LIMIT_*), so a turn must name its user."
             await error_response(error.status, why, error.param)(scope, receive, send)
             return

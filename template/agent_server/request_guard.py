@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_server import config, llm, memory, request_state, turn_starts
 from agent_server.asgi import HttpMiddleware, replaying
-from agent_server.errors import BadRequest, error_response
+from agent_server.errors import BadRequest, BodyTimeout, HttpError, TooLarge, Unauthenticated, route_error
 from agent_server.history import HistoryError, approvals, json_type, pair_calls_with_outputs, render_each
 from agent_server.memory import queue as memory_queue
 from agent_server.offload import INLINE_BYTES, INLINE_ITEMS, cpu_work
@@ -60,8 +60,8 @@ class RequestGuard(HttpMiddleware):
         try:
             check_user_token(headers)
             raw = await read_body(receive)
-        except BadRequest as error:
-            await error_response(error.status, str(error), error.param)(scope, receive, send)
+        except HttpError as error:
+            await route_error(error)(scope, receive, send)
             return
         place = await turn_starts.take_place()  # the streams running go first (turn_starts.py)
         try:
@@ -75,8 +75,8 @@ class RequestGuard(HttpMiddleware):
             body, sent = await cpu_work(len(raw) <= INLINE_BYTES, checked_body, raw)
             memory_queue.client_messages.set(receive)  # a turn that waits for its conversation leaves on a hang-up
             turn = await memory.start_turn(headers, body, sent, attempt.continues_from if attempt else None)
-        except BadRequest as error:
-            await error_response(error.status, str(error), error.param)(scope, receive, send)
+        except HttpError as error:
+            await route_error(error, "Nothing was stored; try again.")(scope, receive, send)
             return
         try:
             history = sent if turn is None else turn.history
@@ -120,7 +120,7 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:
     limit = config.settings().limits.max_input_items
     if len(items) > limit:
         message = f"'input' holds {len(items)} items; the limit is MAX_INPUT_ITEMS={limit}."
-        raise BadRequest(message, "input", status=413)
+        raise TooLarge(message, "input")
     _check_size(body)
     if "stream" in body and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be true or false.", param="stream")
@@ -164,18 +164,17 @@ def caller(headers: Headers) -> str | None:
     None when the request names none or names it badly: nothing is stored by it, so that is no reason to refuse."""
     try:
         return memory.owner_of(headers)
-    except BadRequest:
+    except HttpError:
         return None
 
 
 def check_user_token(headers: Headers) -> None:
     """With LLM_ON_BEHALF_OF_USER, a request without the user's token is refused, never run as the app."""
     if llm.needs_user_token() and not headers.get("x-forwarded-access-token"):
-        raise BadRequest(
+        raise Unauthenticated(
             "This app calls the model as the signed-in user (LLM_ON_BEHALF_OF_USER=true), and the request "
             "carries no user token (x-forwarded-access-token). Set LLM_ON_BEHALF_OF_USER_FALLBACK=true to run "
             "such requests as the app instead.",
-            status=401,
         )
 
 
@@ -213,7 +212,7 @@ def _check_size(body: Any) -> None:
     limit = config.settings().limits.max_input_chars
     if chars > limit:
         message = f"The request holds {chars} characters of text; the limit is MAX_INPUT_CHARS={limit}."
-        raise BadRequest(message, status=413)
+        raise TooLarge(message)
 
 
 async def read_body(receive: Receive) -> bytes:
@@ -226,14 +225,14 @@ async def read_body(receive: Receive) -> bytes:
             message = await asyncio.wait_for(receive(), timeout=max(0.0, due - loop.time()))
         except TimeoutError:
             late = f"The request body did not arrive within {limits.body_timeout_seconds:g} s."
-            raise BadRequest(late, status=408) from None
+            raise BodyTimeout(late) from None
         if message["type"] == "http.disconnect":
             break
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limits.max_body_bytes:
-            raise BadRequest(
-                f"The request body is larger than MAX_BODY_BYTES={limits.max_body_bytes} bytes.", status=413
+            raise TooLarge(
+                f"The request body is larger than MAX_BODY_BYTES={limits.max_body_bytes} bytes.",
             )
         chunks.append(chunk)
         if not message.get("more_body", False):

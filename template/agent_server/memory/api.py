@@ -29,13 +29,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import llm
-from agent_server.errors import BadRequest, error_response, quoted
+from agent_server.errors import BadRequest, HttpError, NotFound, quoted, route_error
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.json_body import check_shown_text, small_json
 from agent_server.memory import statements
 from agent_server.memory.database import store
 from agent_server.memory.settings import enabled
-from agent_server.memory.store import Unavailable
 from agent_server.memory.turns import owner_of
 
 router = APIRouter(prefix="/conversations", include_in_schema=False)
@@ -109,14 +108,12 @@ async def delete_conversation(conversation_id: str, request: Request) -> Respons
 
 
 async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Response]]) -> Response:
-    if not enabled():
-        return error_response(404, "This app keeps no conversations (MEMORY_BACKEND=none).")
     try:
+        if not enabled():
+            raise NotFound("This app keeps no conversations (MEMORY_BACKEND=none).")
         return await answer(owner_of(request.headers))
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
-    except Unavailable as error:
-        return error_response(503, f"Conversation memory is unavailable: {error}. Try again.")
+    except HttpError as error:
+        return route_error(error)
 
 
 def waiting_shown(stored: list[dict[str, Any]], api: ApiMode) -> list[Rendered]:
@@ -150,4 +147,4 @@ def closed_approvals(items: list[dict[str, Any]], conversation_id: str) -> dict[
 
 
 def _not_found(conversation_id: str) -> Response:
-    return error_response(404, f"You have no conversation {quoted(conversation_id)}.")
+    return route_error(NotFound(f"You have no conversation {quoted(conversation_id)}."))

@@ -16,7 +16,6 @@ import sqlalchemy as sa
 
 from agent_server import config
 from agent_server.config import ConfigurationError
-from agent_server.errors import BadRequest
 from agent_server.history import approvals
 from agent_server.memory import approval_store, leases, schema
 from agent_server.memory.lakebase import LakebaseToken
@@ -117,12 +116,12 @@ async def close_memory() -> None:
 async def store() -> Store:
     """The open store, with a fresh Lakebase token for any connection it makes next."""
     if _store is None:
-        raise BadRequest("Conversation memory is not open: the app is starting or stopping.", status=503)
+        raise Unavailable("it is not open: the app is starting or stopping")
     if _token is not None:
         try:
             await _token.fresh()
         except Exception as error:  # the workspace could not be asked: the database cannot be reached either
-            raise BadRequest(f"Conversation memory is unavailable: no database token ({error}).", status=503) from None
+            raise Unavailable(f"no database token ({error})") from None
     return _store
 
 

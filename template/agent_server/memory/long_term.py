@@ -27,7 +27,6 @@ from typing import Any
 from agents import Agent, function_tool
 
 from agent_server import request_state
-from agent_server.errors import BadRequest
 from agent_server.memory import database, facts
 from agent_server.memory.settings import settings
 from agent_server.memory.store import Unavailable
@@ -70,7 +69,7 @@ async def remember(fact: str) -> str:
             kept = await (await database.store()).run(keep, write=True)
         except facts.FactRefused as refused:
             said = f"Not remembered: {refused}"
-        except (Unavailable, BadRequest) as error:
+        except Unavailable as error:
             said = UNAVAILABLE.format(why=error, done="remembered")
         else:
             said = f"Remembered: {kept.fact.text}"
@@ -97,7 +96,7 @@ async def recall(query: str) -> str:
     with _span("memory.recall", {"query": query}) as span:
         try:
             found = await (await database.store()).run(functools.partial(_recall, owner, query))
-        except (Unavailable, BadRequest) as error:
+        except Unavailable as error:
             said = UNAVAILABLE.format(why=error, done="recalled")
         else:
             said = _told(*found)

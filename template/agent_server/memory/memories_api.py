@@ -19,12 +19,11 @@ from collections.abc import Awaitable, Callable
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from agent_server.errors import BadRequest, error_response
+from agent_server.errors import HttpError, NotFound, route_error
 from agent_server.memory import facts
 from agent_server.memory.database import store
 from agent_server.memory.long_term import enabled as long_term_enabled
 from agent_server.memory.settings import enabled, settings
-from agent_server.memory.store import Unavailable
 from agent_server.memory.turns import owner_of
 
 router = APIRouter(prefix="/memories", include_in_schema=False)
@@ -54,7 +53,7 @@ async def delete_memory(memory_id: str, request: Request) -> Response:
         number = int(memory_id) if memory_id.isascii() and memory_id.isdigit() and len(memory_id) < 19 else None
         if number is not None and await (await store()).run(functools.partial(facts.forget, owner, number), True):
             return Response(status_code=204)
-        return error_response(404, "You have no memory by that id.")
+        raise NotFound("You have no memory by that id.")
 
     return await _for_caller(request, answer)
 
@@ -68,11 +67,9 @@ async def delete_memories(request: Request) -> Response:
 
 
 async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Response]]) -> Response:
-    if not enabled():
-        return error_response(404, "This app keeps no memories (MEMORY_BACKEND=none).")
     try:
+        if not enabled():
+            raise NotFound("This app keeps no memories (MEMORY_BACKEND=none).")
         return await answer(owner_of(request.headers))
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
-    except Unavailable as error:
-        return error_response(503, f"Memory is unavailable: {error}. Try again.")
+    except HttpError as error:
+        return route_error(error, what="Memory")

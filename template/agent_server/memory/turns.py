@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_server import config, llm
-from agent_server.errors import BadRequest
+from agent_server.errors import BadRequest, Broken, TooLarge, Unauthenticated
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.json_body import hides_text
 from agent_server.memory import database, leases, queue
@@ -69,14 +69,13 @@ def owner_of(headers: Mapping[str, str]) -> str:
             raise BadRequest(
                 f"The request carries {name} {len(values)} times: the proxy in front of the app must replace the "
                 "client's identity header, not add its own beside it.",
-                status=400,
             )
         if values and values[0].strip():
             owner = values[0].strip()
             if len(owner) > MAX_OWNER:
                 raise BadRequest(f"The caller's identity ({name}) is {len(owner)} characters; at most {MAX_OWNER}.")
             return owner
-    raise BadRequest(f"This app keeps conversations per user, and the request names none ({named}).", status=401)
+    raise Unauthenticated(f"This app keeps conversations per user, and the request names none ({named}).")
 
 
 def conversation_id_of(body: Mapping[str, Any]) -> str | None:
@@ -199,7 +198,8 @@ async def start_turn(
     or the client keeps its own history. `continues_from`: a background run's attempt, whose items from that index
     of `input` on continue the run's turn (merge.py): they are appended after the merged request, never merged.
 
-    BadRequest: 401 (no identity), 400 (a bad id), 413 (too much to store), 409 (busy), 503 (database).
+    Unauthenticated (no identity), BadRequest (a bad id), TooLarge (too much to store), Conflict (busy),
+    Unavailable (database).
     """
     if not enabled():
         return None
@@ -215,9 +215,6 @@ async def start_turn(
         stored_items = await (await database.store()).start_turn(owner, conversation_id, lease, database.hold_seconds())
     except Busy:  # another turn holds it: this one waits for its turn (a 409 past MEMORY_TURN_QUEUE_SECONDS)
         stored_items = await queue.wait_turn(owner, conversation_id, lease)
-    except Unavailable as error:
-        message = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
-        raise BadRequest(message, status=503) from None
     database.holding(lease, owner, conversation_id)
     try:
         stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
@@ -268,7 +265,7 @@ def _stored_history(rows: list[StoredItem], api: ApiMode) -> History:
     try:
         each = render_each(items, api)
     except HistoryError as error:  # cannot happen to items this render wrote; say which, rather than a 500
-        raise BadRequest(f"A stored item of this conversation can no longer be rendered: {error}", status=500) from None
+        raise Broken(f"A stored item of this conversation can no longer be rendered: {error}") from None
     return History(each, [_as_client_item(item) for item in items], len(items))
 
 
@@ -285,11 +282,10 @@ def _as_client_item(item: dict[str, Any]) -> dict[str, Any]:
 def _check_size(merged: Merge) -> None:
     size = sum(len(json.dumps(entry.item)) for entry in merged.new)
     if size > settings().max_turn_bytes:
-        raise BadRequest(
+        raise TooLarge(
             f"This turn adds {size} bytes to the conversation; the limit is MEMORY_MAX_TURN_BYTES="
             f"{settings().max_turn_bytes}.",
             "input",
-            status=413,
         )
 
 

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Scope
 
 from agent_server import config, memory
 from agent_server.asgi import replaying
-from agent_server.errors import BadRequest, client_param, error_body, status_and_message
+from agent_server.errors import client_param, error_body, status_and_message
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
 from agent_server.memory import database
 from agent_server.memory.leases import HOLDER
@@ -232,7 +232,7 @@ async def end(live: LiveRun, output: list[dict[str, Any]] | None = None) -> None
         live.started.set_result(None)
     try:
         await (await database.store()).run(store.finish(run), write=True)
-    except (Unavailable, BadRequest) as error:  # its heartbeat stops: another process finds it and ends it
+    except Unavailable as error:  # its heartbeat stops: another process finds it and ends it
         logger.warning("runs: could not store the end of run %s: %s", run.id, error)
     live.close()
     RUNNING.pop(run.id, None)
@@ -248,13 +248,13 @@ async def fail_stopped(run: Run, earlier: list[str], reason: str) -> None:
 async def _forget(live: LiveRun) -> None:
     RUNNING.pop(live.run.id, None)
     live.close()
-    with contextlib.suppress(Unavailable, BadRequest):
+    with contextlib.suppress(Unavailable):
         await (await database.store()).run(store.delete(live.run.id), write=True)
 
 
 async def _hand_over(live: LiveRun) -> None:
     await live.flush_all()
-    with contextlib.suppress(Unavailable, BadRequest):
+    with contextlib.suppress(Unavailable):
         await (await database.store()).run(store.hand_over(HOLDER, [live.run.id]), write=True)
     live.close()
     RUNNING.pop(live.run.id, None)

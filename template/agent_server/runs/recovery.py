@@ -26,7 +26,6 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from agent_server import config, llm, memory
-from agent_server.errors import BadRequest
 from agent_server.memory import database, leases
 from agent_server.memory.store import Unavailable
 from agent_server.runs import execute, store
@@ -151,6 +150,6 @@ async def _safely(transaction: Callable[[sa.Connection], T], fallback: T) -> T:
     """One transaction; with the database down, `fallback` (the next beat tries again)."""
     try:
         return await (await database.store()).run(transaction, write=True)
-    except (Unavailable, BadRequest) as error:
+    except Unavailable as error:
         logger.warning("runs: %s", error)
         return fallback

@@ -34,10 +34,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_server import memory
 from agent_server.asgi import HttpMiddleware, replaying
-from agent_server.errors import BadRequest, error_response
+from agent_server.errors import BadRequest, Conflict, HttpError, route_error
 from agent_server.memory import database
 from agent_server.memory.leases import HOLDER
-from agent_server.memory.store import Unavailable
 from agent_server.request_guard import GUARDED_PATHS, checked_body, read_body
 from agent_server.runs import events, execute, store
 from agent_server.runs.live import LiveRun, follow_stored
@@ -67,10 +66,8 @@ class BackgroundRuns(HttpMiddleware):
                 return
             execute.remember_scope(scope)
             answer = await _run(headers, body, key, raw, scope["path"])
-        except BadRequest as error:
-            answer = error_response(error.status, str(error), error.param)
-        except Unavailable as error:
-            answer = error_response(503, f"Conversation memory is unavailable: {error}. Nothing was run; try again.")
+        except HttpError as error:
+            answer = route_error(error, "Nothing was run; try again.")
         await answer(scope, replaying(b"", receive), send)
 
 
@@ -123,7 +120,7 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: byt
     if found.id != new.id:  # the key's run
         if found.body_hash != digest:
             message = f"The Idempotency-Key {key!r} was used for another request; use a new key for this one."
-            return error_response(409, message)
+            return route_error(Conflict(message))
         return await _answer(found, answer_as)
     live = execute.start(new, dict(headers.items()), [])
     refused = await live.started
