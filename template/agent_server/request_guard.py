@@ -154,7 +154,6 @@ def prepared_body(
         history=body["input"],  # serialised already; the handlers take copies of its items
         sources=[history.client_index(r) for r in rendered],
         turn=turn,
-        refused_approvals=[index - history.stored for index in refused],
     )
     return ready, state
 

@@ -54,7 +54,6 @@ class RequestState:
     sources: list[int | None]
     turn: Turn | None = None  # with conversation memory on: the turn, started by the guard and ended by it
     owner: str | None = None  # the caller's identity (memory.owner_of), which the trace records; None: none given
-    refused_approvals: list[int] = field(default_factory=list)  # client items: approvals the app did not sign
     model: ModelFailure = field(default_factory=ModelFailure)
     run: RunAttempt | None = None  # a background run's attempt (runs/execute.py); None: a client's own request
 

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agent_server import config
-from agent_server.errors import ModelFailure
 from agent_server.memory import database
 from agent_server.memory.store import Unavailable
 from agent_server.runs import events, store
@@ -43,7 +42,6 @@ class LiveRun:
         self.events = list(earlier)  # every event of the run, earlier attempts' too: index == sequence_number
         self.stored = len(earlier)  # how many of them are in the database: all that followers are sent
         self.followers = 0  # clients that follow the run in this process
-        self.failure = ModelFailure()
         self.task: asyncio.Task[None] | None = None
         self.started: asyncio.Future[tuple[int, list[Any], bytes] | None] = asyncio.get_running_loop().create_future()
         self.ended = asyncio.Event()
