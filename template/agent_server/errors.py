@@ -74,68 +74,46 @@ def model_failures() -> tuple[type[BaseException], ...]:
 
 class HttpError(ValueError):
     """What the app refuses, or cannot do, for a request: answered with its class's `status` and this message,
-    naming `param` if it can. One subclass a meaning, so that a status is decided here and nowhere else."""
+    naming `param` if it can. One subclass a meaning, which states its status once: `class X(HttpError, status=N)`."""
 
     status = 500
+
+    def __init_subclass__(cls, status: int = 500, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.status = status
 
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
 
 
-class BadRequest(HttpError):
-    """The request is wrong: change it."""
-
-    status = 400
+class BadRequest(HttpError, status=400): ...  # the request is wrong: change it
 
 
-class Unauthenticated(HttpError):
-    """The request names no caller where one is needed."""
-
-    status = 401
+class Unauthenticated(HttpError, status=401): ...  # the request names no caller where one is needed
 
 
-class NotFound(HttpError):
-    """The caller has nothing by that name, or the app keeps nothing of the kind."""
-
-    status = 404
+class NotFound(HttpError, status=404): ...  # the caller has nothing by that name, or the app keeps nothing of the kind
 
 
-class BodyTimeout(HttpError):
-    """The body did not arrive within BODY_TIMEOUT_SECONDS."""
-
-    status = 408
+class BodyTimeout(HttpError, status=408): ...  # the body did not arrive within BODY_TIMEOUT_SECONDS
 
 
-class Conflict(HttpError):
-    """The conversation is taken by another turn for longer than the request may wait."""
-
-    status = 409
+class Conflict(HttpError, status=409): ...  # the conversation is another turn's for longer than this one may wait
 
 
-class TooLarge(HttpError):
-    """The request holds more than a limit allows."""
-
-    status = 413
+class TooLarge(HttpError, status=413): ...  # the request holds more than a limit allows
 
 
-class ClientGone(HttpError):
-    """The client hung up while its request waited (nobody reads the status: nginx's 499)."""
-
-    status = 499
+class ClientGone(HttpError, status=499): ...  # the client hung up while its request waited (nobody reads it)
 
 
-class Broken(HttpError):
-    """What the app stored can no longer be used: the app's fault, not the request's."""
-
-    status = 500
+class Broken(HttpError, status=500): ...  # what the app stored can no longer be used: its fault, not the request's
 
 
-class Unavailable(HttpError):
-    """The conversation store cannot answer now (its database failed, or it is not open): try again.
-    The message is the reason; route_error says it to the client."""
-
-    status = 503
+# The conversation store cannot answer now (its database failed, or it is not open): try again. Its message is the
+# reason, which route_error says to the client.
+class Unavailable(HttpError, status=503): ...
 
 
 def quoted(value: str, limit: int = 200) -> str:

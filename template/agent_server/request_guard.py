@@ -59,7 +59,7 @@ class RequestGuard(HttpMiddleware):
         headers = Headers(scope=scope)
         try:
             check_user_token(headers)
-            raw = await read_body(receive)
+            raw = b"" if RUN_ATTEMPT_KEY in scope else await read_body(receive)  # an attempt brings its body parsed
         except HttpError as error:
             await route_error(error)(scope, receive, send)
             return
@@ -71,8 +71,10 @@ class RequestGuard(HttpMiddleware):
 
     async def _checked(self, scope: Scope, receive: Receive, send: Send, headers: Headers, raw: bytes) -> None:
         attempt: request_state.RunAttempt | None = scope.get(RUN_ATTEMPT_KEY)
+        parsed = attempt.body if attempt is not None else None
+        small = len(raw) <= INLINE_BYTES if parsed is None else len(parsed.get("input") or ()) <= INLINE_ITEMS
         try:
-            body, sent = await cpu_work(len(raw) <= INLINE_BYTES, checked_body, raw)
+            body, sent = await cpu_work(small, checked_body, raw, parsed)
             memory_queue.client_messages.set(receive)  # a turn that waits for its conversation leaves on a hang-up
             turn = await memory.start_turn(headers, body, sent, attempt.continues_from if attempt else None)
         except HttpError as error:
@@ -105,9 +107,10 @@ async def _keep_stopped(turn: memory.Turn, attempt: request_state.RunAttempt) ->
         logger.warning("the stopped turn of conversation %s was not kept: %s", turn.conversation_id, error)
 
 
-def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:
-    """The request body, and its history rendered item by item; or BadRequest saying what is wrong."""
-    body = _parsed(raw)
+def checked_body(raw: bytes, parsed: Any = None) -> tuple[dict[str, Any], memory.History]:
+    """The request body, and its history rendered item by item; or BadRequest saying what is wrong. `parsed`: the
+    body parsed already (a run's, runs/requests.py), checked as it is rather than parsed from `raw` again."""
+    body = parsed_body(raw) if parsed is None else parsed
     if not isinstance(body, dict):
         raise BadRequest(f"The request body must be a JSON object with an 'input' list, not a JSON {json_type(body)}.")
     items = body.get("input")
@@ -130,7 +133,7 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History]:
             keeps = "name the conversation in 'context.conversation_id' and send its new items"
         raise BadRequest(f"'previous_response_id' cannot be used with this app: {keeps}.", param="previous_response_id")
     try:
-        each = render_each(items, api=llm.settings().api)
+        each = render_each(items, api=llm.llm_settings().api)
     except HistoryError as error:
         raise BadRequest(str(error), param=f"input[{error.index}]") from None
     return body, memory.History(each, items)
@@ -177,7 +180,7 @@ def check_user_token(headers: Headers) -> None:
         )
 
 
-def _parsed(raw: bytes) -> Any:
+def parsed_body(raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except RecursionError:

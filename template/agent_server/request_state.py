@@ -42,6 +42,8 @@ class RunAttempt:
     # What this attempt produced if its client cancelled the run (each call it left running answered as
     # interrupted), for the conversation to keep after the turns before it; None: not cancelled, nothing to keep.
     stopped_output: Callable[[], list[dict[str, Any]] | None]
+    # The request this attempt sends, as an object: the guard checks it as it is, never parsing it from text.
+    body: dict[str, Any]
 
 
 @dataclass

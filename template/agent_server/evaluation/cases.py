@@ -68,7 +68,7 @@ class Expectations(Strict):
         return (value,) if isinstance(value, str) else tuple(value) if isinstance(value, list) else value
 
 
-class Turn(Strict):
+class CaseTurn(Strict):
     user: str = Field(min_length=1)
     expect: Expectations = Expectations()
     new_conversation: bool = False  # a new chat of the same user: what long-term memory carries across
@@ -76,7 +76,7 @@ class Turn(Strict):
 
 class Case(Strict):
     name: str = Field(min_length=1, max_length=120)
-    turns: tuple[Turn, ...] = Field(min_length=1)
+    turns: tuple[CaseTurn, ...] = Field(min_length=1)
     goal: str | None = None
     persona: str | None = None
 
@@ -87,7 +87,7 @@ class Case(Strict):
 
     @field_validator("turns")
     @classmethod
-    def _first_opens(cls, value: tuple[Turn, ...]) -> tuple[Turn, ...]:
+    def _first_opens(cls, value: tuple[CaseTurn, ...]) -> tuple[CaseTurn, ...]:
         if value and value[0].new_conversation:
             raise ValueError("the first turn's new_conversation: the first turn opens the case's conversation already")
         return value

@@ -17,7 +17,7 @@ The face the rest of the app uses. The package, one job a module:
 from __future__ import annotations
 
 from agent_server.memory.database import check_database, close_memory, open_memory, store
-from agent_server.memory.settings import MemorySettings, enabled, settings
+from agent_server.memory.settings import MemorySettings, enabled, memory_settings
 from agent_server.memory.turns import (
     CONVERSATION_ID,
     LOCAL_OWNER,
@@ -42,9 +42,9 @@ __all__ = [
     "conversation_id_of",
     "enabled",
     "keeps_own_history",
+    "memory_settings",
     "open_memory",
     "owner_of",
-    "settings",
     "start_turn",
     "store",
 ]

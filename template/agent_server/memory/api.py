@@ -57,7 +57,7 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         if rows is None:
             return _not_found(conversation_id)
         stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
-        shown = waiting_shown(stored, llm.settings().api)
+        shown = waiting_shown(stored, llm.llm_settings().api)
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
         items = [entry.item for entry in shown]
         closed = closed_approvals(items, conversation_id)

@@ -20,7 +20,7 @@ from agent_server.history import approvals
 from agent_server.memory import approval_store, leases, schema
 from agent_server.memory.lakebase import LakebaseToken
 from agent_server.memory.schema import SchemaTooNew
-from agent_server.memory.settings import settings
+from agent_server.memory.settings import memory_settings
 from agent_server.memory.store import Store, Unavailable
 
 logger = logging.getLogger("agent_server.memory")
@@ -38,7 +38,7 @@ _probed: tuple[float, str | None] = (-PROBE_EVERY_SECONDS, None)  # when the sto
 async def open_memory() -> None:
     """Connect and migrate (app start-up); a database that cannot be used stops the app with the reason."""
     global _store, _token, _leases
-    current = settings()
+    current = memory_settings()
     if current.backend == "none":
         return
     where = current.url.render_as_string(hide_password=True) if current.url else "?"
@@ -70,7 +70,7 @@ def check_database() -> str:
 
     ConfigurationError, with the reason, if the settings are wrong or the database cannot be used.
     """
-    current = settings()
+    current = memory_settings()
     if current.backend == "none":
         return "no store (MEMORY_BACKEND=none): clients send the whole conversation"
 
@@ -150,9 +150,9 @@ def _touch_schema(connection: sa.Connection) -> None:
     connection.execute(schema.schema_table.update().values(version=schema.schema_table.c.version))
 
 
-def hold_seconds() -> float:
+def turn_lease_seconds() -> float:
     """How long a turn's lease is good for between renewals (leases.py)."""
-    return _leases.hold_seconds if _leases is not None else settings().lease_seconds
+    return _leases.hold_seconds if _leases is not None else memory_settings().lease_seconds
 
 
 def holding(lease: str, owner: str, conversation_id: str) -> None:
@@ -206,7 +206,7 @@ async def _prune() -> None:
     have expired (at start-up, then at most hourly)."""
     global _last_prune
     _last_prune = time.time()
-    days = settings().max_age_days
+    days = memory_settings().max_age_days
     if _store is None:
         return
     expired = _last_prune - config.settings().mcp.approval_max_age_hours * 3600

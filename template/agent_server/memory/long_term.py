@@ -28,7 +28,7 @@ from agents import Agent, function_tool
 
 from agent_server import request_state
 from agent_server.memory import database, facts
-from agent_server.memory.settings import settings
+from agent_server.memory.settings import memory_settings
 from agent_server.memory.store import Unavailable
 
 logger = logging.getLogger("agent_server.memory")
@@ -38,7 +38,7 @@ UNAVAILABLE = "Long-term memory is unavailable right now ({why}); nothing was {d
 
 def enabled() -> bool:
     """LONG_TERM_MEMORY is on (memory/settings.py refuses it without a store, or without users on a shared host)."""
-    current = settings()
+    current = memory_settings()
     return current.backend != "none" and current.long_term
 
 
@@ -62,7 +62,7 @@ async def remember(fact: str) -> str:
     owner = _owner()
     if owner is None:
         return "Nothing was remembered: this request names no user."
-    current = settings()
+    current = memory_settings()
     with _span("memory.remember", {"fact": fact}) as span:
         keep = functools.partial(facts.remember, owner, fact, current.max_facts, current.max_fact_bytes)
         try:

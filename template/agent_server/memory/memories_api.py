@@ -23,7 +23,7 @@ from agent_server.errors import HttpError, NotFound, route_error
 from agent_server.memory import facts
 from agent_server.memory.database import store
 from agent_server.memory.long_term import enabled as long_term_enabled
-from agent_server.memory.settings import enabled, settings
+from agent_server.memory.settings import enabled, memory_settings
 from agent_server.memory.turns import owner_of
 
 router = APIRouter(prefix="/memories", include_in_schema=False)
@@ -34,7 +34,7 @@ LISTED = 1000  # more than LONG_TERM_MEMORY_MAX_FACTS allows is never kept for l
 async def list_memories(request: Request) -> Response:
     async def answer(owner: str) -> Response:
         found = await (await store()).run(functools.partial(facts.newest, owner, LISTED))
-        current = settings()
+        current = memory_settings()
         return JSONResponse(
             {
                 "enabled": long_term_enabled(),

@@ -34,7 +34,7 @@ from agent_server.errors import ClientGone, Conflict
 from agent_server.memory import turn_transactions
 from agent_server.memory.records import Busy, StoredItem, Unavailable
 from agent_server.memory.schema import turn_queue
-from agent_server.memory.settings import settings
+from agent_server.memory.settings import memory_settings
 
 if TYPE_CHECKING:
     from agent_server.memory.store import Store
@@ -55,10 +55,10 @@ async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[Stored
     ClientGone (nobody reads it) if the client hung up."""
     from agent_server.memory import database  # here: the store it opens imports this module
 
-    limit = settings().queue_seconds
+    limit = memory_settings().queue_seconds
     if limit <= 0:
         raise _busy(conversation_id, "is answering another request")
-    store, hold, arrived = await database.store(), database.hold_seconds(), time.monotonic()
+    store, hold, arrived = await database.store(), database.turn_lease_seconds(), time.monotonic()
     stirred = asyncio.Event()
     _waiting.setdefault((owner, conversation_id), set()).add(stirred)
     turn_starts.waiting()  # the next turn may start meanwhile

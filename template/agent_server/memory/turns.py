@@ -41,7 +41,7 @@ from agent_server.history import ApiMode, HistoryError, Rendered, approvals, ren
 from agent_server.json_body import hides_text
 from agent_server.memory import database, leases, queue
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
-from agent_server.memory.settings import enabled, settings
+from agent_server.memory.settings import enabled, memory_settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
 from agent_server.offload import INLINE_ITEMS, cpu_work
 
@@ -153,7 +153,7 @@ class Turn:
         ]
         # A conversation keeps its title (the first message's, or the one its owner gave it) through edits.
         title = _title(self.merged.history) if self.merged.kind == "new conversation" else None
-        current = settings()
+        current = memory_settings()
         try:
             await (await database.store()).finish_turn(
                 self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items
@@ -209,10 +209,10 @@ async def start_turn(
         return None  # nothing to store or read
     replace = replaces_history(body)
     conversation_id = named or str(uuid.uuid4())
-    api = llm.settings().api
-    lease = leases.new_lease()
+    api = llm.llm_settings().api
+    lease, hold = leases.new_lease(), database.turn_lease_seconds()
     try:
-        stored_items = await (await database.store()).start_turn(owner, conversation_id, lease, database.hold_seconds())
+        stored_items = await (await database.store()).start_turn(owner, conversation_id, lease, hold)
     except Busy:  # another turn holds it: this one waits for its turn (a 409 past MEMORY_TURN_QUEUE_SECONDS)
         stored_items = await queue.wait_turn(owner, conversation_id, lease)
     database.holding(lease, owner, conversation_id)
@@ -281,10 +281,10 @@ def _as_client_item(item: dict[str, Any]) -> dict[str, Any]:
 
 def _check_size(merged: Merge) -> None:
     size = sum(len(json.dumps(entry.item)) for entry in merged.new)
-    if size > settings().max_turn_bytes:
+    if size > memory_settings().max_turn_bytes:
         raise TooLarge(
             f"This turn adds {size} bytes to the conversation; the limit is MEMORY_MAX_TURN_BYTES="
-            f"{settings().max_turn_bytes}.",
+            f"{memory_settings().max_turn_bytes}.",
             "input",
         )
 

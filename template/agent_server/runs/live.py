@@ -52,8 +52,9 @@ class LiveRun:
         self._flusher: asyncio.Task[None] | None = None
         self._status_written = run.status
 
-    async def push(self, event: dict[str, Any]) -> None:
-        data = events.numbered(event, len(self.events))
+    async def push(self, event: dict[str, Any], encoded: str | None = None) -> None:
+        """Add the run's next event; `encoded`: its JSON text as it came, numbered without encoding it again."""
+        data = events.numbered(event, len(self.events), encoded)
         limit = config.settings().runs.max_event_bytes
         if self.run.events_bytes + len(data) > limit:
             raise StreamTooLong(f"The run's stream passed RUNS_MAX_EVENT_BYTES={limit} bytes; it was stopped.")

@@ -37,10 +37,10 @@ from agent_server.asgi import HttpMiddleware, replaying
 from agent_server.errors import BadRequest, Conflict, HttpError, route_error
 from agent_server.memory import database
 from agent_server.memory.leases import HOLDER
-from agent_server.request_guard import GUARDED_PATHS, checked_body, read_body
+from agent_server.request_guard import GUARDED_PATHS, checked_body, parsed_body, read_body
 from agent_server.runs import events, execute, store
 from agent_server.runs.live import LiveRun, follow_stored
-from agent_server.runs.recovery import hold_seconds
+from agent_server.runs.recovery import run_hold_seconds
 from agent_server.runs.store import FINAL, Run
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII, no spaces: what a client's request id is
@@ -75,10 +75,7 @@ def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
     """The body of a request that becomes a run; None for any other (the request guard checks those)."""
     if key is None and b'"background"' not in raw:
         return None
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return None  # the request guard says what is wrong with it
+    body = parsed_body(raw)  # once: a run's attempts bring it parsed (request_state.RunAttempt.body)
     if not isinstance(body, dict):
         return None
     background = body.get("background", False)
@@ -103,7 +100,7 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: byt
     conversation_id = memory.conversation_id_of(body)
     answer_as = {field: body.pop(field, False) for field in RUN_FIELDS}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-    if conversation_id is None and memory.keeps_own_history(*checked_body(raw)):
+    if conversation_id is None and memory.keeps_own_history(*checked_body(raw, body)):
         # A client that keeps its own history: the run keeps its request and its events, no conversation (n runs
         # of a growing history would store it n times). Its answer names none.
         conversation_id = ""
@@ -114,7 +111,7 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: byt
     now = time.time()
     new = Run(
         f"resp_{uuid.uuid4().hex}", owner, conversation_id, key, digest, body, bool(answer_as["background"]),
-        holder=HOLDER, heartbeat_until=now + hold_seconds(), created_at=now,
+        holder=HOLDER, heartbeat_until=now + run_hold_seconds(), created_at=now,
     )  # fmt: skip
     found = await (await database.store()).run(store.create(new), write=True)
     if found.id != new.id:  # the key's run
