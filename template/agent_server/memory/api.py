@@ -47,7 +47,7 @@ async def list_conversations(request: Request) -> Response:
         listed = [{"id": c.id, "title": c.title, "updated_at": c.updated_at} for c in found]
         return JSONResponse({"conversations": listed})
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer)
 
 
 @router.get("/{conversation_id}")
@@ -63,7 +63,7 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         closed = closed_approvals(items, conversation_id)
         return JSONResponse({"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed})
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer)
 
 
 @router.patch("/{conversation_id}")
@@ -78,7 +78,7 @@ async def rename_conversation(conversation_id: str, request: Request) -> Respons
         renamed = await (await store()).run(retitle, write=True)
         return JSONResponse({"id": conversation_id, "title": title}) if renamed else _not_found(conversation_id)
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer)
 
 
 MAX_TITLE = 200  # schema.py's title column
@@ -104,16 +104,20 @@ async def delete_conversation(conversation_id: str, request: Request) -> Respons
         deleted = await (await store()).delete(owner, conversation_id)
         return Response(status_code=204) if deleted else _not_found(conversation_id)
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer)
 
 
-async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Response]]) -> Response:
+async def for_caller(
+    request: Request, answer: Callable[[str], Awaitable[Response]], kept: str = "conversations", what: str = ""
+) -> Response:
+    """`answer` for the caller, with memory on (the routes of its `kept`: conversations, memories); any HttpError
+    as its route error, naming `what` is unavailable if the store is."""
     try:
         if not enabled():
-            raise NotFound("This app keeps no conversations (MEMORY_BACKEND=none).")
+            raise NotFound(f"This app keeps no {kept} (MEMORY_BACKEND=none).")
         return await answer(owner_of(request.headers))
     except HttpError as error:
-        return route_error(error)
+        return route_error(error, what=what or "Conversation memory")
 
 
 def waiting_shown(stored: list[dict[str, Any]], api: ApiMode) -> list[Rendered]:

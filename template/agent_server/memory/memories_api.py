@@ -14,17 +14,16 @@ on. With memory off (MEMORY_BACKEND=none) each is a 404 that says nothing is kep
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from agent_server.errors import HttpError, NotFound, route_error
+from agent_server.errors import NotFound
 from agent_server.memory import facts
+from agent_server.memory.api import for_caller
 from agent_server.memory.database import store
 from agent_server.memory.long_term import enabled as long_term_enabled
-from agent_server.memory.settings import enabled, memory_settings
-from agent_server.memory.turns import owner_of
+from agent_server.memory.settings import memory_settings
 
 router = APIRouter(prefix="/memories", include_in_schema=False)
 LISTED = 1000  # more than LONG_TERM_MEMORY_MAX_FACTS allows is never kept for long
@@ -44,7 +43,7 @@ async def list_memories(request: Request) -> Response:
             }
         )
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer, "memories", "Memory")
 
 
 @router.delete("/{memory_id}")
@@ -55,7 +54,7 @@ async def delete_memory(memory_id: str, request: Request) -> Response:
             return Response(status_code=204)
         raise NotFound("You have no memory by that id.")
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer, "memories", "Memory")
 
 
 @router.delete("")
@@ -63,13 +62,4 @@ async def delete_memories(request: Request) -> Response:
     async def answer(owner: str) -> Response:
         return JSONResponse({"deleted": await (await store()).run(functools.partial(facts.forget_all, owner), True)})
 
-    return await _for_caller(request, answer)
-
-
-async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Response]]) -> Response:
-    try:
-        if not enabled():
-            raise NotFound("This app keeps no memories (MEMORY_BACKEND=none).")
-        return await answer(owner_of(request.headers))
-    except HttpError as error:
-        return route_error(error, what="Memory")
+    return await for_caller(request, answer, "memories", "Memory")
