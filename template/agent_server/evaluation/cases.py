@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_PATH = Path("evals/cases.yaml")
+LISTED = BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)  # YAML's lists: tuples
 
 
 class EvaluationSetError(ValueError):
@@ -76,14 +77,9 @@ class CaseTurn(Strict):
 
 class Case(Strict):
     name: str = Field(min_length=1, max_length=120)
-    turns: tuple[CaseTurn, ...] = Field(min_length=1)
+    turns: Annotated[tuple[CaseTurn, ...], LISTED] = Field(min_length=1)
     goal: str | None = None
     persona: str | None = None
-
-    @field_validator("turns", mode="before")
-    @classmethod
-    def _listed(cls, value: Any) -> Any:
-        return tuple(value) if isinstance(value, list) else value
 
     @field_validator("turns")
     @classmethod
@@ -94,14 +90,9 @@ class Case(Strict):
 
 
 class EvaluationSet(Strict):
-    cases: tuple[Case, ...] = Field(min_length=1)
+    cases: Annotated[tuple[Case, ...], LISTED] = Field(min_length=1)
     thresholds: dict[str, float] = {}
     source: str = ""
-
-    @field_validator("cases", mode="before")
-    @classmethod
-    def _listed(cls, value: Any) -> Any:
-        return tuple(value) if isinstance(value, list) else value
 
     @field_validator("thresholds")
     @classmethod
