@@ -6,7 +6,7 @@
     DELETE /memories/{id}   204
     DELETE /memories        {"deleted": n}
 
-Each answers for the caller's own facts only (memory.owner_of): another identity's id is a 404, as is an id that does
+Each answers for the caller's own facts only (identity.owner_of): another identity's id is a 404, as is an id that does
 not exist. They answer with LONG_TERM_MEMORY off too, so a user can still see and delete what was kept while it was
 on. With memory off (MEMORY_BACKEND=none) each is a 404 that says nothing is kept.
 """
