@@ -91,7 +91,7 @@ def chat_history(size: int) -> list[dict]:
 
 def stored_form(items: list[dict]) -> list[StoredItem]:
     """The items as the app itself stores a turn (memory.Turn.finish): rendered, with the client's ids."""
-    each = render_each(items, llm.settings().api)
+    each = render_each(items, llm.llm_settings().api)
     return [StoredItem(entry.item, entry.client_id if isinstance(entry.client_id, str) else None) for entry in each]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 SUPPORT = Path(__file__).resolve().parent.parent / "template" / "tests" / "template" / "support.py"
+sys.path.append(str(SUPPORT.parent))  # what it imports beside it (app_servers.py), after this tree's own
 _spec = importlib.util.spec_from_file_location("app_support", SUPPORT)
 assert _spec is not None and _spec.loader is not None
 app_support = importlib.util.module_from_spec(_spec)

@@ -204,7 +204,7 @@ from agent_server.memory import turn_transactions as turn
 from agent_server.memory.store import Busy, Store, StoredItem
 
 async def main():
-    store = Store(memory.settings().url)
+    store = Store(memory.memory_settings().url)
     await store.open()
     conversation, lease, now = f"conv_{uuid.uuid4().hex}", "the-turn", time.time()
     await store.start_turn("ada", conversation, lease, hold_seconds=60)

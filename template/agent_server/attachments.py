@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_server import config
-from agent_server.errors import BadRequest
+from agent_server.errors import BadRequest, HttpError, TooLarge, UnsupportedType
 from agent_server.history import Rendered
 
 IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WebP", "image/gif": "GIF"}
@@ -38,7 +38,7 @@ DATA_URL = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),", re.IGNORECASE)
 
 
 def check(client_items: Sequence[Any], each: Sequence[Rendered]) -> None:
-    """BadRequest (415 or 413) for the client's attachments the app does not take; nothing for the rest."""
+    """An HttpError (415 or 413) for the client's attachments the app does not take; nothing for the rest."""
     turn = _turn_indices(client_items)
     count = total = 0
     limits = None  # read at the first attachment: a turn without any depends on none of these settings
@@ -56,13 +56,13 @@ def check(client_items: Sequence[Any], each: Sequence[Rendered]) -> None:
             count, total, limits = count + 1, total + size, limits or config.settings().attachments
             if count > limits.max_files:
                 message = f"This turn attaches more than {limits.max_files} images or files: the limit is"
-                raise BadRequest(f"{message} ATTACHMENTS_MAX_FILES={limits.max_files}.", where, status=413)
+                raise TooLarge(f"{message} ATTACHMENTS_MAX_FILES={limits.max_files}.", where)
             if size > limits.max_file_bytes:
                 message = f"{_name(part)} is {_bytes(size)}: the limit is ATTACHMENTS_MAX_FILE_BYTES"
-                raise BadRequest(f"{message}={limits.max_file_bytes} ({_bytes(limits.max_file_bytes)}).", where, 413)
+                raise TooLarge(f"{message}={limits.max_file_bytes} ({_bytes(limits.max_file_bytes)}).", where)
             if total > limits.max_turn_bytes:
                 message = f"This turn's images and files are over {_bytes(limits.max_turn_bytes)} in all: the limit is"
-                raise BadRequest(f"{message} ATTACHMENTS_MAX_TURN_BYTES={limits.max_turn_bytes}.", where, status=413)
+                raise TooLarge(f"{message} ATTACHMENTS_MAX_TURN_BYTES={limits.max_turn_bytes}.", where)
 
 
 def _turn_indices(items: Sequence[Any]) -> set[int]:
@@ -115,8 +115,8 @@ def _decoded_bytes(data: str) -> int:
     return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
 
 
-def _not_taken(what: str, where: str) -> BadRequest:
-    return BadRequest(f"{what}, which this app does not take: it takes {TAKEN}.", where, status=415)
+def _not_taken(what: str, where: str) -> HttpError:
+    return UnsupportedType(f"{what}, which this app does not take: it takes {TAKEN}.", where)
 
 
 def _name(part: dict[str, Any]) -> str:

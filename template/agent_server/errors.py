@@ -72,13 +72,51 @@ def model_failures() -> tuple[type[BaseException], ...]:
     return (openai.APIError, MaxTurnsExceeded)
 
 
-class BadRequest(ValueError):
-    """What the app refuses to run: answered with `status` and this message, naming `param` if it can."""
+class HttpError(ValueError):
+    """What the app refuses, or cannot do, for a request: answered with its class's `status` and this message,
+    naming `param` if it can. One subclass a meaning, which states its status once: `class X(HttpError, status=N)`."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
+    status = 500
+
+    def __init_subclass__(cls, status: int = 500, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.status = status
+
+    def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
-        self.status = status
+
+
+class BadRequest(HttpError, status=400): ...  # the request is wrong: change it
+
+
+class Unauthenticated(HttpError, status=401): ...  # the request names no caller where one is needed
+
+
+class NotFound(HttpError, status=404): ...  # the caller has nothing by that name, or the app keeps nothing of the kind
+
+
+class BodyTimeout(HttpError, status=408): ...  # the body did not arrive within BODY_TIMEOUT_SECONDS
+
+
+class Conflict(HttpError, status=409): ...  # the conversation is another turn's for longer than this one may wait
+
+
+class TooLarge(HttpError, status=413): ...  # the request holds more than a limit allows
+
+
+class UnsupportedType(HttpError, status=415): ...  # an attachment of a type the app does not take
+
+
+class ClientGone(HttpError, status=499): ...  # the client hung up while its request waited (nobody reads it)
+
+
+class Broken(HttpError, status=500): ...  # what the app stored can no longer be used: its fault, not the request's
+
+
+# The conversation store cannot answer now (its database failed, or it is not open): try again. Its message is the
+# reason, which route_error says to the client.
+class Unavailable(HttpError, status=503): ...
 
 
 def quoted(value: str, limit: int = 200) -> str:
@@ -94,6 +132,14 @@ def error_response(
     status: int, message: str, param: str | None = None, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
     return JSONResponse(error_body(status, message, param), status_code=status, headers=dict(headers or {}))
+
+
+def route_error(error: HttpError, then: str = "Try again.", what: str = "Conversation memory") -> JSONResponse:
+    """A route's answer to `error`: its status and message in the one shape; an Unavailable store says whose
+    (`what`) and what the client can do (`then`)."""
+    if isinstance(error, Unavailable):
+        return error_response(error.status, f"{what} is unavailable: {error}. {then}")
+    return error_response(error.status, str(error), error.param)
 
 
 @dataclass

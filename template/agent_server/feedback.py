@@ -33,7 +33,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from agent_server import config, identity, tracing
-from agent_server.errors import BadRequest, error_response, quoted
+from agent_server.errors import BadRequest, HttpError, NotFound, TooLarge, quoted, route_error
 from agent_server.json_body import check_shown_text, small_json
 
 router = APIRouter(include_in_schema=False)
@@ -43,6 +43,7 @@ NAME = "user_feedback"
 # that could name a path in a file store.
 TRACE_ID = re.compile(r"tr-[0-9a-f]{32}|trace:/[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*/[A-Za-z0-9_-]{1,64}")
 FIELDS = ("trace_id", "value", "comment")
+NO_TRACES = "This app keeps no traces (MLFLOW_TRACE_SAMPLING_RATIO=0), so there is no answer to give feedback on."
 
 
 @router.post("/feedback")
@@ -51,12 +52,10 @@ async def give_feedback(request: Request) -> Response:
         owner = identity.owner_of(request.headers)
         limit = 4 * config.settings().traces.feedback_chars + 4096  # the comment, however escaped, and the rest
         trace_id, value, comment = checked(await small_json(request, limit, "feedback"))
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
+    except HttpError as error:
+        return route_error(error)
     if tracing.records_nothing():
-        return error_response(
-            404, "This app keeps no traces (MLFLOW_TRACE_SAMPLING_RATIO=0), so there is no answer to give feedback on."
-        )
+        return route_error(NotFound(NO_TRACES))
     async with _one_at_a_time(trace_id):
         return await run_in_threadpool(_recorded, trace_id, owner, value, comment)
 
@@ -93,8 +92,8 @@ async def read_feedback(request: Request) -> Response:
             raise BadRequest(f"At most {MAX_READ} trace ids at once; this asks {len(trace_ids)}.", "trace_id")
         if bad := [trace_id for trace_id in trace_ids if not TRACE_ID.fullmatch(trace_id)]:
             raise BadRequest(f"{quoted(bad[0])} is not a trace id an answer carries.", "trace_id")
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
+    except HttpError as error:
+        return route_error(error)
     if tracing.records_nothing() or not trace_ids:
         return JSONResponse({"feedback": {}})
     return JSONResponse({"feedback": await run_in_threadpool(_given, trace_ids, owner)})
@@ -112,7 +111,7 @@ def _given(trace_ids: list[str], owner: str) -> dict[str, dict[str, Any]]:
 def _recorded(trace_id: str, owner: str, value: bool, comment: str | None) -> Response:
     trace = _owned_trace(trace_id, owner)
     if trace is None:
-        return error_response(404, f"You have no answer with the trace id {quoted(trace_id)}.", "trace_id")
+        return route_error(NotFound(f"You have no answer with the trace id {quoted(trace_id)}.", "trace_id"))
     assessment, replaced = record(trace, owner, value, comment)
     return JSONResponse(
         {
@@ -141,7 +140,7 @@ def checked(body: Any) -> tuple[str, bool, str | None]:
     limit = config.settings().traces.feedback_chars
     if comment is not None and len(comment) > limit:
         message = f"'comment' is {len(comment)} characters; at most FEEDBACK_MAX_COMMENT_CHARS={limit}."
-        raise BadRequest(message, param="comment", status=413)
+        raise TooLarge(message, param="comment")
     if comment is not None:  # shown on the page, in MLflow and in evaluation cases, as a title is
         check_shown_text(comment, "comment", lines=True)
     return trace_id, value, comment or None

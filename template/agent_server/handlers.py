@@ -38,7 +38,7 @@ def rendered_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
     if state is not None:
         return [dict(item) for item in state.history]
     items = [item.model_dump() for item in request.input]
-    return render_history(items, api=llm.settings().api)
+    return render_history(items, api=llm.llm_settings().api)
 
 
 def approval_requests(request: ResponsesAgentRequest, interruptions: list[Any]) -> dict[str, dict[str, Any]]:

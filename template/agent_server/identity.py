@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from agent_server import config
-from agent_server.errors import BadRequest
+from agent_server.errors import BadRequest, Unauthenticated
 
 LOCAL_OWNER = "local"
 MAX_OWNER = 320  # the owner column's width (schema.py): an identity, whole, as a user's e-mail address can be
@@ -39,11 +39,10 @@ def owner_of(headers: Mapping[str, str]) -> str:
             raise BadRequest(
                 f"The request carries {name} {len(values)} times: the proxy in front of the app must replace the "
                 "client's identity header, not add its own beside it.",
-                status=400,
             )
         if values and values[0].strip():
             owner = values[0].strip()
             if len(owner) > MAX_OWNER:
                 raise BadRequest(f"The caller's identity ({name}) is {len(owner)} characters; at most {MAX_OWNER}.")
             return owner
-    raise BadRequest(f"This app keeps conversations per user, and the request names none ({named}).", status=401)
+    raise Unauthenticated(f"This app keeps conversations per user, and the request names none ({named}).")

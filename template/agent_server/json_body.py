@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 
 from agent_server import config
-from agent_server.errors import BadRequest
+from agent_server.errors import BadRequest, BodyTimeout, TooLarge
 
 # Characters that would let a text pass for another: bidirectional overrides and isolates.
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -43,9 +43,9 @@ async def small_json(request: Request, limit: int, what: str) -> Any:
             async for chunk in request.stream():
                 raw += chunk
                 if len(raw) > limit:
-                    raise BadRequest(f"The {what} body is over {limit} bytes.", status=413)
+                    raise TooLarge(f"The {what} body is over {limit} bytes.")
     except TimeoutError:
-        raise BadRequest(f"The request body did not arrive within {seconds:g} s.", status=408) from None
+        raise BodyTimeout(f"The request body did not arrive within {seconds:g} s.") from None
     try:
         return json.loads(raw)
     except ValueError:

@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from agents import Model
     from openai import AsyncOpenAI
 
-__all__ = ["API_MODES", "PROVIDERS", "ConfigurationError", "LLMSettings", "Provider", "model", "settings"]
+__all__ = ["API_MODES", "PROVIDERS", "ConfigurationError", "LLMSettings", "Provider", "llm_settings", "model"]
 
 
-def settings() -> LLMSettings:
+def llm_settings() -> LLMSettings:
     """The configured provider, model and API mode (LLM_PROVIDER, LLM_MODEL, LLM_API; config.py)."""
     return config.settings().llm
 
@@ -75,7 +75,7 @@ def refuse_offline_when_deployed(current: config.Settings | None = None) -> None
 def model(current: LLMSettings | None = None) -> Model:
     """The SDK model object for the configured provider, model and API mode, its tool call ids made unique
     (output_items.UniqueCallIds): wrapped here once, the handlers need not copy the agent to wrap it per request."""
-    return _model(current or settings())
+    return _model(current or llm_settings())
 
 
 @functools.lru_cache(maxsize=8)
@@ -126,7 +126,7 @@ def call_limits(current: config.Settings | None = None) -> dict[str, Any]:
 def needs_user_token() -> bool:
     """On-behalf-of-user calls, with no fallback to the app's own identity (request_guard checks the token)."""
     calls = config.settings().model_calls
-    return settings().provider == "databricks" and calls.on_behalf_of_user and not calls.on_behalf_of_user_fallback
+    return llm_settings().provider == "databricks" and calls.on_behalf_of_user and not calls.on_behalf_of_user_fallback
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_PATH = Path("evals/cases.yaml")
+LISTED = BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)  # YAML's lists: tuples
 
 
 class EvaluationSetError(ValueError):
@@ -68,7 +69,7 @@ class Expectations(Strict):
         return (value,) if isinstance(value, str) else tuple(value) if isinstance(value, list) else value
 
 
-class Turn(Strict):
+class CaseTurn(Strict):
     user: str = Field(min_length=1)
     expect: Expectations = Expectations()
     new_conversation: bool = False  # a new chat of the same user: what long-term memory carries across
@@ -76,32 +77,22 @@ class Turn(Strict):
 
 class Case(Strict):
     name: str = Field(min_length=1, max_length=120)
-    turns: tuple[Turn, ...] = Field(min_length=1)
+    turns: Annotated[tuple[CaseTurn, ...], LISTED] = Field(min_length=1)
     goal: str | None = None
     persona: str | None = None
 
-    @field_validator("turns", mode="before")
-    @classmethod
-    def _listed(cls, value: Any) -> Any:
-        return tuple(value) if isinstance(value, list) else value
-
     @field_validator("turns")
     @classmethod
-    def _first_opens(cls, value: tuple[Turn, ...]) -> tuple[Turn, ...]:
+    def _first_opens(cls, value: tuple[CaseTurn, ...]) -> tuple[CaseTurn, ...]:
         if value and value[0].new_conversation:
             raise ValueError("the first turn's new_conversation: the first turn opens the case's conversation already")
         return value
 
 
 class EvaluationSet(Strict):
-    cases: tuple[Case, ...] = Field(min_length=1)
+    cases: Annotated[tuple[Case, ...], LISTED] = Field(min_length=1)
     thresholds: dict[str, float] = {}
     source: str = ""
-
-    @field_validator("cases", mode="before")
-    @classmethod
-    def _listed(cls, value: Any) -> Any:
-        return tuple(value) if isinstance(value, list) else value
 
     @field_validator("thresholds")
     @classmethod

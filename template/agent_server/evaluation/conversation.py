@@ -46,7 +46,6 @@ class TurnResult:
     trace_id: str  # this turn's trace; the scored copy's, once scored (report.py)
     turn_id: str
     error: str | None = None
-    app_trace_id: str | None = None  # the app's own trace (custom_outputs.trace_id): another store with --url
     original_trace_id: str = ""  # the trace the turn made, which MLflow may score a copy of
 
     def __post_init__(self) -> None:
@@ -122,9 +121,9 @@ class AppUnderTest:
             span.set_inputs({"input": [{"role": "user", "content": text}]})
             started = time.monotonic()
             try:
-                items, error, app_trace_id = self._run(self._send, chat, text)
+                items, error = self._run(self._send, chat, text)
             except Exception as failure:  # whatever it is, it fails this turn and says what it was
-                items, error, app_trace_id = [], f"{type(failure).__name__}: {failure}", None
+                items, error = [], f"{type(failure).__name__}: {failure}"
             seconds = time.monotonic() - started
             span.set_outputs({"output": items})
             span.set_attributes({SECONDS_ATTRIBUTE: seconds, ERROR_ATTRIBUTE: error or ""})
@@ -133,32 +132,28 @@ class AppUnderTest:
         chat.failed = error is not None
         if not chat.failed and not self.memory:
             chat.history += [{"role": "user", "content": text}, *(replayed(item) for item in items)]
-        return TurnResult(text, items, seconds, trace_id, turn_id, error, app_trace_id)
+        return TurnResult(text, items, seconds, trace_id, turn_id, error)
 
-    async def _send(self, chat: Chat, text: str) -> tuple[list[dict[str, Any]], str | None, str | None]:
-        """(the answer's items, the turn's error or None, the app's trace id)."""
+    async def _send(self, chat: Chat, text: str) -> tuple[list[dict[str, Any]], str | None]:
+        """(the answer's items, the turn's error or None)."""
         body: dict[str, Any] = {"input": [*chat.history, {"role": "user", "content": text}], "stream": True}
         if chat.conversation_id is not None:
             body["context"] = {"conversation_id": chat.conversation_id}
         items: list[dict[str, Any]] = []
-        error = app_trace_id = None
-        headers = {"x-mlflow-return-trace-id": "true"}
-        async with self.client.stream(
-            "POST", "/invocations", json=body, headers=headers, timeout=TURN_TIMEOUT_SECONDS
-        ) as r:
+        error = None
+        async with self.client.stream("POST", "/invocations", json=body, timeout=TURN_TIMEOUT_SECONDS) as r:
             if r.status_code != 200:
-                return [], f"HTTP {r.status_code}: {error_message(await r.aread())}", None
+                return [], f"HTTP {r.status_code}: {error_message(await r.aread())}"
             async for event in sse_events(r.aiter_lines()):
                 outputs = event.get("custom_outputs") or {}
                 chat.conversation_id = outputs.get("session_id") or chat.conversation_id
-                app_trace_id = outputs.get("trace_id") or event.get("trace_id") or app_trace_id
                 if event.get("type") == "response.output_item.done":
                     items.append(event["item"])
                 elif "error" in event or event.get("type") in FAILED_STATES:
                     error = error or error_message(json.dumps(event).encode())
         if error is None and not items:
             error = "The app's answer held no items."
-        return items, error, app_trace_id
+        return items, error
 
 
 async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:

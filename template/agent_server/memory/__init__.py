@@ -28,7 +28,7 @@ from agent_server.memory.references import resolved as resolved_references
 from agent_server.memory.schema import conversations as conversations_table
 from agent_server.memory.schema import run_events as run_events_table
 from agent_server.memory.schema import runs as runs_table
-from agent_server.memory.settings import MemorySettings, enabled, settings
+from agent_server.memory.settings import MemorySettings, enabled, memory_settings
 from agent_server.memory.store import Unavailable
 from agent_server.memory.turns import (
     CONVERSATION_ID,
@@ -58,12 +58,12 @@ __all__ = [
     "has_references",
     "is_dead_predecessor",
     "keeps_own_history",
+    "memory_settings",
     "open_memory",
     "owner_of",
     "resolved_references",
     "run_events_table",
     "runs_table",
-    "settings",
     "start_turn",
     "store",
     "transact",

@@ -29,14 +29,13 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import llm
-from agent_server.errors import BadRequest, error_response, quoted
+from agent_server.errors import BadRequest, HttpError, NotFound, quoted, route_error
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.identity import owner_of
 from agent_server.json_body import check_shown_text, small_json
 from agent_server.memory import statements
 from agent_server.memory.database import store
 from agent_server.memory.settings import enabled
-from agent_server.memory.store import Unavailable
 
 router = APIRouter(prefix="/conversations", include_in_schema=False)
 
@@ -48,7 +47,7 @@ async def list_conversations(request: Request) -> Response:
         listed = [{"id": c.id, "title": c.title, "updated_at": c.updated_at} for c in found]
         return JSONResponse({"conversations": listed})
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer)
 
 
 @router.get("/{conversation_id}")
@@ -58,13 +57,13 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         if rows is None:
             return _not_found(conversation_id)
         stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
-        shown = waiting_shown(stored, llm.settings().api)
+        shown = waiting_shown(stored, llm.llm_settings().api)
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
         items = [entry.item for entry in shown]
         closed = closed_approvals(items, conversation_id)
         return JSONResponse({"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed})
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer)
 
 
 @router.patch("/{conversation_id}")
@@ -79,7 +78,7 @@ async def rename_conversation(conversation_id: str, request: Request) -> Respons
         renamed = await (await store()).run(retitle, write=True)
         return JSONResponse({"id": conversation_id, "title": title}) if renamed else _not_found(conversation_id)
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer)
 
 
 MAX_TITLE = 200  # schema.py's title column
@@ -105,18 +104,20 @@ async def delete_conversation(conversation_id: str, request: Request) -> Respons
         deleted = await (await store()).delete(owner, conversation_id)
         return Response(status_code=204) if deleted else _not_found(conversation_id)
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer)
 
 
-async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Response]]) -> Response:
-    if not enabled():
-        return error_response(404, "This app keeps no conversations (MEMORY_BACKEND=none).")
+async def for_caller(
+    request: Request, answer: Callable[[str], Awaitable[Response]], kept: str = "conversations", what: str = ""
+) -> Response:
+    """`answer` for the caller, with memory on (the routes of its `kept`: conversations, memories); any HttpError
+    as its route error, naming `what` is unavailable if the store is."""
     try:
+        if not enabled():
+            raise NotFound(f"This app keeps no {kept} (MEMORY_BACKEND=none).")
         return await answer(owner_of(request.headers))
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
-    except Unavailable as error:
-        return error_response(503, f"Conversation memory is unavailable: {error}. Try again.")
+    except HttpError as error:
+        return route_error(error, what=what or "Conversation memory")
 
 
 def waiting_shown(stored: list[dict[str, Any]], api: ApiMode) -> list[Rendered]:
@@ -152,4 +153,4 @@ def closed_approvals(items: list[dict[str, Any]], conversation_id: str) -> dict[
 
 
 def _not_found(conversation_id: str) -> Response:
-    return error_response(404, f"You have no conversation {quoted(conversation_id)}.")
+    return route_error(NotFound(f"You have no conversation {quoted(conversation_id)}."))

@@ -18,12 +18,11 @@ import sqlalchemy as sa
 
 from agent_server import config
 from agent_server.config import ConfigurationError
-from agent_server.errors import BadRequest
 from agent_server.history import approvals
 from agent_server.memory import approval_store, leases, schema
 from agent_server.memory.lakebase import LakebaseToken
 from agent_server.memory.schema import SchemaTooNew
-from agent_server.memory.settings import settings
+from agent_server.memory.settings import memory_settings
 from agent_server.memory.store import Store, Unavailable
 
 T = TypeVar("T")
@@ -43,7 +42,7 @@ _probed: tuple[float, str | None] = (-PROBE_EVERY_SECONDS, None)  # when the sto
 async def open_memory() -> None:
     """Connect and migrate (app start-up); a database that cannot be used stops the app with the reason."""
     global _store, _token, _leases
-    current = settings()
+    current = memory_settings()
     if current.backend == "none":
         return
     where = current.url.render_as_string(hide_password=True) if current.url else "?"
@@ -75,7 +74,7 @@ def check_database() -> str:
 
     ConfigurationError, with the reason, if the settings are wrong or the database cannot be used.
     """
-    current = settings()
+    current = memory_settings()
     if current.backend == "none":
         return "no store (MEMORY_BACKEND=none): clients send the whole conversation"
 
@@ -121,12 +120,12 @@ async def close_memory() -> None:
 async def store() -> Store:
     """The open store, with a fresh Lakebase token for any connection it makes next."""
     if _store is None:
-        raise BadRequest("Conversation memory is not open: the app is starting or stopping.", status=503)
+        raise Unavailable("it is not open: the app is starting or stopping")
     if _token is not None:
         try:
             await _token.fresh()
         except Exception as error:  # the workspace could not be asked: the database cannot be reached either
-            raise BadRequest(f"Conversation memory is unavailable: no database token ({error}).", status=503) from None
+            raise Unavailable(f"no database token ({error})") from None
     return _store
 
 
@@ -161,9 +160,9 @@ def _touch_schema(connection: sa.Connection) -> None:
     connection.execute(schema.schema_table.update().values(version=schema.schema_table.c.version))
 
 
-def hold_seconds() -> float:
+def turn_lease_seconds() -> float:
     """How long a turn's lease is good for between renewals (leases.py)."""
-    return _leases.hold_seconds if _leases is not None else settings().lease_seconds
+    return _leases.hold_seconds if _leases is not None else memory_settings().lease_seconds
 
 
 def holding(lease: str, owner: str, conversation_id: str) -> None:
@@ -217,7 +216,7 @@ async def _prune() -> None:
     have expired (at start-up, then at most hourly)."""
     global _last_prune
     _last_prune = time.time()
-    days = settings().max_age_days
+    days = memory_settings().max_age_days
     if _store is None:
         return
     expired = _last_prune - config.settings().mcp.approval_max_age_hours * 3600

@@ -25,7 +25,6 @@ class LakebaseToken:
         self._token = ""
         self._expires = 0.0
         self._refreshing = asyncio.Lock()
-        self.refreshes = 0
 
     def current(self) -> str:
         """The token to connect with (called by SQLAlchemy for each new connection)."""
@@ -39,7 +38,6 @@ class LakebaseToken:
             if self._expires - time.time() > REFRESH_BEFORE_SECONDS:
                 return  # another request refreshed it while this one waited
             self._token, self._expires = await asyncio.to_thread(self._generate)
-            self.refreshes += 1
 
     def _generate(self) -> tuple[str, float]:
         from databricks.sdk import WorkspaceClient  # a large import, which only a Lakebase login needs

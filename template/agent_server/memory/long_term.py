@@ -26,9 +26,8 @@ from typing import Any
 
 from agents import Agent, function_tool
 
-from agent_server.errors import BadRequest
 from agent_server.memory import database, facts
-from agent_server.memory.settings import settings
+from agent_server.memory.settings import memory_settings
 from agent_server.memory.store import Unavailable
 from agent_server.middleware import request_state
 
@@ -39,7 +38,7 @@ UNAVAILABLE = "Long-term memory is unavailable right now ({why}); nothing was {d
 
 def enabled() -> bool:
     """LONG_TERM_MEMORY is on (memory/settings.py refuses it without a store, or without users on a shared host)."""
-    current = settings()
+    current = memory_settings()
     return current.backend != "none" and current.long_term
 
 
@@ -63,14 +62,14 @@ async def remember(fact: str) -> str:
     owner = _owner()
     if owner is None:
         return "Nothing was remembered: this request names no user."
-    current = settings()
+    current = memory_settings()
     with _span("memory.remember", {"fact": fact}) as span:
         keep = functools.partial(facts.remember, owner, fact, current.max_facts, current.max_fact_bytes)
         try:
             kept = await (await database.store()).run(keep, write=True)
         except facts.FactRefused as refused:
             said = f"Not remembered: {refused}"
-        except (Unavailable, BadRequest) as error:
+        except Unavailable as error:
             said = UNAVAILABLE.format(why=error, done="remembered")
         else:
             said = f"Remembered: {kept.fact.text}"
@@ -97,7 +96,7 @@ async def recall(query: str) -> str:
     with _span("memory.recall", {"query": query}) as span:
         try:
             found = await (await database.store()).run(functools.partial(_recall, owner, query))
-        except (Unavailable, BadRequest) as error:
+        except Unavailable as error:
             said = UNAVAILABLE.format(why=error, done="recalled")
         else:
             said = _told(*found)

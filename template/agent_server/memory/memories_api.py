@@ -14,18 +14,16 @@ on. With memory off (MEMORY_BACKEND=none) each is a 404 that says nothing is kep
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from agent_server.errors import BadRequest, error_response
-from agent_server.identity import owner_of
+from agent_server.errors import NotFound
 from agent_server.memory import facts
+from agent_server.memory.api import for_caller
 from agent_server.memory.database import store
 from agent_server.memory.long_term import enabled as long_term_enabled
-from agent_server.memory.settings import enabled, settings
-from agent_server.memory.store import Unavailable
+from agent_server.memory.settings import memory_settings
 
 router = APIRouter(prefix="/memories", include_in_schema=False)
 LISTED = 1000  # more than LONG_TERM_MEMORY_MAX_FACTS allows is never kept for long
@@ -35,7 +33,7 @@ LISTED = 1000  # more than LONG_TERM_MEMORY_MAX_FACTS allows is never kept for l
 async def list_memories(request: Request) -> Response:
     async def answer(owner: str) -> Response:
         found = await (await store()).run(functools.partial(facts.newest, owner, LISTED))
-        current = settings()
+        current = memory_settings()
         return JSONResponse(
             {
                 "enabled": long_term_enabled(),
@@ -45,7 +43,7 @@ async def list_memories(request: Request) -> Response:
             }
         )
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer, "memories", "Memory")
 
 
 @router.delete("/{memory_id}")
@@ -54,9 +52,9 @@ async def delete_memory(memory_id: str, request: Request) -> Response:
         number = int(memory_id) if memory_id.isascii() and memory_id.isdigit() and len(memory_id) < 19 else None
         if number is not None and await (await store()).run(functools.partial(facts.forget, owner, number), True):
             return Response(status_code=204)
-        return error_response(404, "You have no memory by that id.")
+        raise NotFound("You have no memory by that id.")
 
-    return await _for_caller(request, answer)
+    return await for_caller(request, answer, "memories", "Memory")
 
 
 @router.delete("")
@@ -64,15 +62,4 @@ async def delete_memories(request: Request) -> Response:
     async def answer(owner: str) -> Response:
         return JSONResponse({"deleted": await (await store()).run(functools.partial(facts.forget_all, owner), True)})
 
-    return await _for_caller(request, answer)
-
-
-async def _for_caller(request: Request, answer: Callable[[str], Awaitable[Response]]) -> Response:
-    if not enabled():
-        return error_response(404, "This app keeps no memories (MEMORY_BACKEND=none).")
-    try:
-        return await answer(owner_of(request.headers))
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
-    except Unavailable as error:
-        return error_response(503, f"Memory is unavailable: {error}. Try again.")
+    return await for_caller(request, answer, "memories", "Memory")

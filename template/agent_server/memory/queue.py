@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from agent_server.errors import BadRequest
+from agent_server.errors import ClientGone, Conflict
 from agent_server.memory import turn_transactions
 from agent_server.memory.records import Busy, StoredItem, Unavailable
 from agent_server.memory.schema import turn_queue
-from agent_server.memory.settings import settings
+from agent_server.memory.settings import memory_settings
 from agent_server.scheduling import turn_starts
 
 if TYPE_CHECKING:
@@ -51,14 +51,14 @@ _waiting: dict[tuple[str, str], set[asyncio.Event]] = {}  # this process's waite
 
 async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[StoredItem]:
     """The conversation's stored items, once this turn, which found it busy, holds it with `lease`: after the turns
-    that came before it. BadRequest: 409 after MEMORY_TURN_QUEUE_SECONDS, 503 if the database fails, 499 (nobody
-    reads it) if the client hung up."""
+    that came before it. Conflict after MEMORY_TURN_QUEUE_SECONDS, Unavailable if the database fails,
+    ClientGone (nobody reads it) if the client hung up."""
     from agent_server.memory import database  # here: the store it opens imports this module
 
-    limit = settings().queue_seconds
+    limit = memory_settings().queue_seconds
     if limit <= 0:
         raise _busy(conversation_id, "is answering another request")
-    store, hold, arrived = await database.store(), database.hold_seconds(), time.monotonic()
+    store, hold, arrived = await database.store(), database.turn_lease_seconds(), time.monotonic()
     stirred = asyncio.Event()
     _waiting.setdefault((owner, conversation_id), set()).add(stirred)
     turn_starts.waiting()  # the next turn may start meanwhile
@@ -79,12 +79,8 @@ async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[Stored
                 async with asyncio.timeout(min(pause, limit - waited)):
                     await stirred.wait()
             if watcher is not None and watcher.done():
-                raise BadRequest(f"The client hung up while its turn waited for {conversation_id}.", status=499)
+                raise ClientGone(f"The client hung up while its turn waited for {conversation_id}.")
             pause = min(2 * pause, LAST_PAUSE)
-    except Unavailable as error:
-        await _give_up(store, owner, conversation_id, lease)
-        message = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
-        raise BadRequest(message, status=503) from None
     except BaseException:  # the wait's end, a hang-up, or the request's task cancelled (a run's, the server's stop)
         await _give_up(store, owner, conversation_id, lease)
         raise
@@ -103,9 +99,9 @@ def given_back(owner: str, conversation_id: str) -> None:
         stirred.set()
 
 
-def _busy(conversation_id: str, why: str) -> BadRequest:
+def _busy(conversation_id: str, why: str) -> Conflict:
     message = f"Conversation {conversation_id} {why}; send this one when that one is done."
-    return BadRequest(message, "context.conversation_id", status=409)
+    return Conflict(message, "context.conversation_id")
 
 
 def _watch(receive: Receive | None, stirred: asyncio.Event) -> asyncio.Task[None] | None:

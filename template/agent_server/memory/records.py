@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent_server.errors import Unavailable
 from agent_server.memory.schema import ITEM_FORMAT
 
-
-class Unavailable(RuntimeError):
-    """The database could not be reached or failed: a 503, and nothing of the turn is stored."""
+__all__ = ["Busy", "StoredItem", "Unavailable"]  # Unavailable: the app's one type for a store that cannot answer
 
 
 class Busy(RuntimeError):

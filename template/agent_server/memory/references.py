@@ -22,7 +22,6 @@ from agent_server.identity import owner_of
 from agent_server.memory.database import store
 from agent_server.memory.schema import conversations
 from agent_server.memory.schema import items as items_table
-from agent_server.memory.store import Unavailable
 from agent_server.memory.turns import conversation_id_of
 
 REFERENCE = "item_reference"
@@ -37,12 +36,8 @@ async def resolved(headers: Mapping[str, str], body: dict[str, Any]) -> dict[str
     """The body with each `item_reference` replaced by the stored items it names, naming their conversation."""
     owner, sent = owner_of(headers), body["input"]
     ids = {index: _id_of(item, index) for index, item in enumerate(sent) if item.get("type") == REFERENCE}
-    try:
-        conversation_id = conversation_id_of(body) or await _conversation_of(owner, list(ids.values()))
-        rows = await (await store()).items(owner, conversation_id) if conversation_id else None
-    except Unavailable as error:
-        unavailable = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
-        raise BadRequest(unavailable, status=503) from None
+    conversation_id = conversation_id_of(body) or await _conversation_of(owner, list(ids.values()))
+    rows = await (await store()).items(owner, conversation_id) if conversation_id else None  # or Unavailable: 503
     named = _by_id(rows or [])
     items, seen = [], set()
     for index, item in enumerate(sent):

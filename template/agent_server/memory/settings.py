@@ -140,7 +140,7 @@ def database_url(variables: config.MemoryVariables) -> sa.URL:
     )
 
 
-def settings() -> MemorySettings:
+def memory_settings() -> MemorySettings:
     """Memory's settings, made once per read of the app's settings (config.reload makes them again)."""
     return _made_from(config.settings())
 

@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_server import llm
-from agent_server.errors import BadRequest
+from agent_server.errors import BadRequest, Broken, TooLarge
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.identity import owner_of
 from agent_server.json_body import hides_text
 from agent_server.memory import database, leases, queue
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
-from agent_server.memory.settings import enabled, settings
+from agent_server.memory.settings import enabled, memory_settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
 from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
 
@@ -127,7 +127,7 @@ class Turn:
         ]
         # A conversation keeps its title (the first message's, or the one its owner gave it) through edits.
         title = _title(self.merged.history) if self.merged.kind == "new conversation" else None
-        current = settings()
+        current = memory_settings()
         try:
             await (await database.store()).finish_turn(
                 self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items
@@ -172,7 +172,8 @@ async def start_turn(
     or the client keeps its own history. `continues_from`: a background run's attempt, whose items from that index
     of `input` on continue the run's turn (merge.py): they are appended after the merged request, never merged.
 
-    BadRequest: 401 (no identity), 400 (a bad id), 413 (too much to store), 409 (busy), 503 (database).
+    Unauthenticated (no identity), BadRequest (a bad id), TooLarge (too much to store), Conflict (busy),
+    Unavailable (database).
     """
     if not enabled():
         return None
@@ -182,15 +183,12 @@ async def start_turn(
         return None  # nothing to store or read
     replace = replaces_history(body)
     conversation_id = named or str(uuid.uuid4())
-    api = llm.settings().api
-    lease = leases.new_lease()
+    api = llm.llm_settings().api
+    lease, hold = leases.new_lease(), database.turn_lease_seconds()
     try:
-        stored_items = await (await database.store()).start_turn(owner, conversation_id, lease, database.hold_seconds())
+        stored_items = await (await database.store()).start_turn(owner, conversation_id, lease, hold)
     except Busy:  # another turn holds it: this one waits for its turn (a 409 past MEMORY_TURN_QUEUE_SECONDS)
         stored_items = await queue.wait_turn(owner, conversation_id, lease)
-    except Unavailable as error:
-        message = f"Conversation memory is unavailable: {error}. Nothing was stored; try again."
-        raise BadRequest(message, status=503) from None
     database.holding(lease, owner, conversation_id)
     try:
         stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
@@ -250,7 +248,7 @@ def _stored_history(rows: list[StoredItem], api: ApiMode) -> History:
     try:
         each = render_each(items, api)
     except HistoryError as error:  # cannot happen to items this render wrote; say which, rather than a 500
-        raise BadRequest(f"A stored item of this conversation can no longer be rendered: {error}", status=500) from None
+        raise Broken(f"A stored item of this conversation can no longer be rendered: {error}") from None
     return History(each, [_as_client_item(item) for item in items], len(items))
 
 
@@ -266,12 +264,11 @@ def _as_client_item(item: dict[str, Any]) -> dict[str, Any]:
 
 def _check_size(merged: Merge) -> None:
     size = sum(len(json.dumps(entry.item)) for entry in merged.new)
-    if size > settings().max_turn_bytes:
-        raise BadRequest(
+    if size > memory_settings().max_turn_bytes:
+        raise TooLarge(
             f"This turn adds {size} bytes to the conversation; the limit is MEMORY_MAX_TURN_BYTES="
-            f"{settings().max_turn_bytes}.",
+            f"{memory_settings().max_turn_bytes}.",
             "input",
-            status=413,
         )
 
 

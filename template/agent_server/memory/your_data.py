@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from agent_server.errors import BadRequest, error_response
+from agent_server.errors import HttpError, route_error
 from agent_server.identity import owner_of
 from agent_server.memory import facts, turn_transactions
 from agent_server.memory.database import store
@@ -53,8 +53,8 @@ async def export(request: Request) -> Response:
     try:
         owner = owner_of(request.headers)
         kept = await store() if enabled() else None
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
+    except HttpError as error:
+        return route_error(error)
     head = {"owner": owner, "exported_at": time.time(), "about": TRACES if kept else NOTHING_KEPT + TRACES}
     if kept is None:
         empty: dict[str, list[Any]] = dict.fromkeys(("conversations", "runs", "memories", "approval_answers"), [])
@@ -64,7 +64,7 @@ async def export(request: Request) -> Response:
     try:
         listed = await kept.run(functools.partial(_listed, owner))  # a failed store is a 503 before the stream starts
     except Unavailable as error:
-        return error_response(503, f"Memory is unavailable: {error}. Try again.")
+        return route_error(error, what="Memory")
     return StreamingResponse(
         _document(kept, owner, head, *listed),
         media_type="application/json",
@@ -143,10 +143,8 @@ async def delete_everything(request: Request) -> Response:
     try:
         owner = owner_of(request.headers)
         deleted = await (await store()).run(functools.partial(_delete, owner), write=True) if enabled() else {}
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
-    except Unavailable as error:
-        return error_response(503, f"Memory is unavailable: {error}. Nothing was deleted. Try again.")
+    except HttpError as error:
+        return route_error(error, "Nothing was deleted. Try again.", "Memory")
     kinds = ("conversations", "items", "runs", "run_events", "memories", "approval_answers", "waiting_turns")
     counts = {name: deleted.get(name, 0) for name in kinds}
     logger.info("memory: a user deleted their data: %s", ", ".join(f"{n} {name}" for name, n in counts.items()))

@@ -21,7 +21,7 @@ import asyncio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_server import config
-from agent_server.errors import BadRequest
+from agent_server.errors import BodyTimeout, TooLarge
 
 GUARDED_PATHS = frozenset({"/invocations", "/responses"})
 STATE_KEY = "agent_server.request_state"
@@ -69,14 +69,14 @@ async def read_body(receive: Receive) -> bytes:
             message = await asyncio.wait_for(receive(), timeout=max(0.0, due - loop.time()))
         except TimeoutError:
             late = f"The request body did not arrive within {limits.body_timeout_seconds:g} s."
-            raise BadRequest(late, status=408) from None
+            raise BodyTimeout(late) from None
         if message["type"] == "http.disconnect":
             break
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limits.max_body_bytes:
-            raise BadRequest(
-                f"The request body is larger than MAX_BODY_BYTES={limits.max_body_bytes} bytes.", status=413
+            raise TooLarge(
+                f"The request body is larger than MAX_BODY_BYTES={limits.max_body_bytes} bytes.",
             )
         chunks.append(chunk)
         if not message.get("more_body", False):

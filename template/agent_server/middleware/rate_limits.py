@@ -27,7 +27,7 @@ from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
 from agent_server import config, identity
-from agent_server.errors import BadRequest, error_response
+from agent_server.errors import HttpError, error_response
 from agent_server.middleware import GUARDED_PATHS, HttpMiddleware
 from agent_server.scheduling import fair_steps
 
@@ -127,7 +127,7 @@ class FairShares(HttpMiddleware):
             return
         try:
             owner = identity.owner_of(Headers(scope=scope))
-        except BadRequest as error:  # uncounted, it would go past the limits: refused, memory on or off
+        except HttpError as error:  # uncounted, it would go past the limits: refused, memory on or off
             why = f"{error} Each user's turns are limited (RATE_LIMIT_*), so a turn must name its user."
             await error_response(error.status, why, error.param)(scope, receive, send)
             return

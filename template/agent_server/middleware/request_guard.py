@@ -36,7 +36,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_server import attachments, config, identity, llm, memory
-from agent_server.errors import BadRequest, error_response
+from agent_server.errors import BadRequest, HttpError, TooLarge, Unauthenticated, route_error
 from agent_server.history import HistoryError, approvals, json_type, pair_calls_with_outputs, render_each
 from agent_server.memory import queue as memory_queue
 from agent_server.middleware import (
@@ -66,9 +66,9 @@ class RequestGuard(HttpMiddleware):
         headers = Headers(scope=scope)
         try:
             check_user_token(headers)
-            raw = await read_body(receive)
-        except BadRequest as error:
-            await error_response(error.status, str(error), error.param)(scope, receive, send)
+            raw = b"" if RUN_ATTEMPT_KEY in scope else await read_body(receive)  # an attempt brings its body parsed
+        except HttpError as error:
+            await route_error(error)(scope, receive, send)
             return
         place = await turn_starts.take_place()  # the streams running go first (turn_starts.py)
         try:
@@ -78,15 +78,17 @@ class RequestGuard(HttpMiddleware):
 
     async def _checked(self, scope: Scope, receive: Receive, send: Send, headers: Headers, raw: bytes) -> None:
         attempt: request_state.RunAttempt | None = scope.get(RUN_ATTEMPT_KEY)
+        parsed = attempt.body if attempt is not None else None
+        small = len(raw) <= INLINE_BYTES if parsed is None else len(parsed.get("input") or ()) <= INLINE_ITEMS
         try:
-            body, sent = await cpu_work(len(raw) <= INLINE_BYTES, checked_body, raw)
+            body, sent = await cpu_work(small, checked_body, raw, parsed)
             if sent is None:  # items by reference: the stored items they name, then rendered (memory/references.py)
                 body = await memory.resolved_references(headers, body)
-                sent = await cpu_work(len(raw) <= INLINE_BYTES, rendered_history, body)
+                sent = await cpu_work(small, rendered_history, body)
             memory_queue.client_messages.set(receive)  # a turn that waits for its conversation leaves on a hang-up
             turn = await memory.start_turn(headers, body, sent, attempt.continues_from if attempt else None)
-        except BadRequest as error:
-            await error_response(error.status, str(error), error.param)(scope, receive, send)
+        except HttpError as error:
+            await route_error(error, "Nothing was stored; try again.")(scope, receive, send)
             return
         try:
             history = sent if turn is None else turn.history
@@ -115,10 +117,11 @@ async def _keep_stopped(turn: memory.Turn, attempt: request_state.RunAttempt) ->
         logger.warning("the stopped turn of conversation %s was not kept: %s", turn.conversation_id, error)
 
 
-def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History | None]:
+def checked_body(raw: bytes, parsed: Any = None) -> tuple[dict[str, Any], memory.History | None]:
     """The request body, and its history rendered item by item (None: it holds items by reference, which memory
-    resolves first); or BadRequest saying what is wrong."""
-    body = _parsed(raw)
+    resolves first); or BadRequest saying what is wrong. `parsed`: the body parsed already (a run's,
+    runs/requests.py), checked as it is rather than parsed from `raw` again."""
+    body = parsed_body(raw) if parsed is None else parsed
     if not isinstance(body, dict):
         raise BadRequest(f"The request body must be a JSON object with an 'input' list, not a JSON {json_type(body)}.")
     items = body.get("input")
@@ -131,7 +134,7 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History | None]:
     limit = config.settings().limits.max_input_items
     if len(items) > limit:
         message = f"'input' holds {len(items)} items; the limit is MAX_INPUT_ITEMS={limit}."
-        raise BadRequest(message, "input", status=413)
+        raise TooLarge(message, "input")
     _check_size(body)
     if "stream" in body and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be true or false.", param="stream")
@@ -148,7 +151,7 @@ def checked_body(raw: bytes) -> tuple[dict[str, Any], memory.History | None]:
 def rendered_history(body: dict[str, Any]) -> memory.History:
     items = body["input"] if isinstance(body["input"], list) else [{"role": "user", "content": body["input"]}]
     try:
-        each = render_each(items, api=llm.settings().api)
+        each = render_each(items, api=llm.llm_settings().api)
     except HistoryError as error:
         raise BadRequest(str(error), param=f"input[{error.index}]") from None
     attachments.check(items, each)  # a 415 or 413 before anything runs or is stored
@@ -173,7 +176,6 @@ def prepared_body(
         history=body["input"],  # serialised already; the handlers take copies of its items
         sources=[history.client_index(r) for r in rendered],
         turn=turn,
-        refused_approvals=[index - history.stored for index in refused],
     )
     return ready, state
 
@@ -183,22 +185,21 @@ def caller(headers: Headers) -> str | None:
     None when the request names none or names it badly: nothing is stored by it, so that is no reason to refuse."""
     try:
         return identity.owner_of(headers)
-    except BadRequest:
+    except HttpError:
         return None
 
 
 def check_user_token(headers: Headers) -> None:
     """With LLM_ON_BEHALF_OF_USER, a request without the user's token is refused, never run as the app."""
     if llm.needs_user_token() and not headers.get("x-forwarded-access-token"):
-        raise BadRequest(
+        raise Unauthenticated(
             "This app calls the model as the signed-in user (LLM_ON_BEHALF_OF_USER=true), and the request "
             "carries no user token (x-forwarded-access-token). Set LLM_ON_BEHALF_OF_USER_FALLBACK=true to run "
             "such requests as the app instead.",
-            status=401,
         )
 
 
-def _parsed(raw: bytes) -> Any:
+def parsed_body(raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except RecursionError:
@@ -232,7 +233,7 @@ def _check_size(body: Any) -> None:
     limit = config.settings().limits.max_input_chars
     if chars > limit:
         message = f"The request holds {chars} characters of text; the limit is MAX_INPUT_CHARS={limit}."
-        raise BadRequest(message, status=413)
+        raise TooLarge(message)
 
 
 async def _until_disconnect(app: ASGIApp, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:

@@ -42,6 +42,8 @@ class RunAttempt:
     # What this attempt produced if its client cancelled the run (each call it left running answered as
     # interrupted), for the conversation to keep after the turns before it; None: not cancelled, nothing to keep.
     stopped_output: Callable[[], list[dict[str, Any]] | None]
+    # The request this attempt sends, as an object: the guard checks it as it is, never parsing it from text.
+    body: dict[str, Any]
 
 
 @dataclass
@@ -54,7 +56,6 @@ class RequestState:
     sources: list[int | None]
     turn: Turn | None = None  # with conversation memory on: the turn, started by the guard and ended by it
     owner: str | None = None  # the caller's identity (identity.owner_of), which the trace records; None: none given
-    refused_approvals: list[int] = field(default_factory=list)  # client items: approvals the app did not sign
     model: ModelFailure = field(default_factory=ModelFailure)
     run: RunAttempt | None = None  # a background run's attempt (runs/execute.py); None: a client's own request
 

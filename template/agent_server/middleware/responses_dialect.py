@@ -124,6 +124,9 @@ class _Answer:
 
     async def _events(self, events: list[dict[str, Any]]) -> None:
         for event in events:
+            if self.run_attempt:  # a run numbers its events itself (runs/live.py), on its stream as a whole
+                await self._framed(json.dumps(event))
+                continue
             await self._framed(json.dumps({**event, "sequence_number": self.sequence}))
             self.sequence += 1
 

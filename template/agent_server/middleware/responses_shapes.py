@@ -32,7 +32,7 @@ def response_fields(response: dict[str, Any], model: str | None = None, status: 
     if model is None:
         from agent_server import llm  # the configured model: read once the app has started
 
-        model = llm.settings().model
+        model = llm.llm_settings().model
     filled = {"object": "response", "model": model, "tools": [], "tool_choice": "auto", "parallel_tool_calls": True}
     for key, value in filled.items():
         if response.get(key) is None:

@@ -19,7 +19,7 @@ CALL_ID_STYLES = OFFLINE_CALL_ID_STYLES
 
 
 @dataclass(frozen=True)
-class Turn:
+class Message:
     role: str  # "user", "assistant" or "tool"
     text: str
     attachments: tuple[str, ...] = ()  # its images and files, as media.attachments_of names them
@@ -72,29 +72,29 @@ def _offered_function_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [tool for tool in body.get("tools") or [] if tool["type"] == "function"]
 
 
-def chat_turns(messages: list[dict[str, Any]]) -> list[Turn]:
+def chat_turns(messages: list[dict[str, Any]]) -> list[Message]:
     """User, assistant-with-text and tool turns of a chat; system and tool-call-only turns don't count."""
     turns = []
     for message in messages:
         role, text = message["role"], _content_text(message.get("content"))
         if role in ("user", "tool") or (role == "assistant" and text):
-            turns.append(Turn(role, text, attachments_of(message.get("content"))))
+            turns.append(Message(role, text, attachments_of(message.get("content"))))
     return turns
 
 
-def responses_turns(items: str | list[dict[str, Any]]) -> list[Turn]:
+def responses_turns(items: str | list[dict[str, Any]]) -> list[Message]:
     """The same turns as `chat_turns`, read from Responses input items."""
     if isinstance(items, str):
-        return [Turn("user", items)]
+        return [Message("user", items)]
     turns = []
     for item in items:
         kind, role = item.get("type", "message"), item.get("role")
         if kind == "message" and role in ("user", "assistant"):
             text = _content_text(item["content"])
             if role == "user" or text:
-                turns.append(Turn(role, text, attachments_of(item["content"])))
+                turns.append(Message(role, text, attachments_of(item["content"])))
         elif kind == "function_call_output":
-            turns.append(Turn("tool", _content_text(item["output"])))
+            turns.append(Message("tool", _content_text(item["output"])))
     return turns
 
 
@@ -108,7 +108,7 @@ def _content_text(content: Any) -> str:
 
 
 def answer(
-    history: Any, turns: list[Turn], tools: dict[str, dict[str, Any] | None], tool_required: bool = False
+    history: Any, turns: list[Message], tools: dict[str, dict[str, Any] | None], tool_required: bool = False
 ) -> Answer:
     """Call a tool the latest user turn asks for (or the first one, when a tool call is required), with arguments
     its parameters' schema accepts (arguments.py), or describe the conversation. `tools`: parameters by name."""

@@ -30,8 +30,12 @@ def framed(data: str) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
-def numbered(event: dict[str, Any], sequence_number: int) -> str:
-    return json.dumps({**event, "sequence_number": sequence_number})
+def numbered(event: dict[str, Any], sequence_number: int, data: str | None = None) -> str:
+    """The event's JSON text with its sequence number. `data`: the event as it came, encoded already (MLflow's
+    stream), which takes the number without being encoded again."""
+    if data is None or not event or "sequence_number" in event or not data.endswith("}"):
+        return json.dumps({**event, "sequence_number": sequence_number})
+    return f'{data[:-1]}, "sequence_number": {sequence_number}}}'
 
 
 class SseReader:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Scope
 
 from agent_server import config, memory
-from agent_server.errors import BadRequest, client_param, error_body, status_and_message
+from agent_server.errors import client_param, error_body, status_and_message
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
 from agent_server.memory import HOLDER, Unavailable
 from agent_server.middleware import RUN_ATTEMPT_KEY, STATE_KEY, replaying
@@ -108,7 +107,7 @@ def identity_headers(owner: str) -> dict[str, str]:
     deployment = config.settings().deployment
     if deployment.on_databricks_apps:
         return {"x-forwarded-user": owner}
-    header = memory.settings().user_header
+    header = memory.memory_settings().user_header
     return {header: owner} if header else {}
 
 
@@ -116,14 +115,13 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
     run = live.run
     finished = [*live.output(), *unanswered_calls(live)]
     body, continues_from = attempt_body(run, finished)
-    raw = json.dumps(body).encode()
     first_event, first_call = len(live.events), len(run.started_calls)  # what this attempt adds comes after these
     path = str(run.body.get(PATH_KEY, "/invocations"))
 
     def stopped() -> list[dict[str, Any]] | None:  # the request guard's, if the client cancels the run
         return stopped_output(live, first_event, first_call) if live.cancel_requested else None
 
-    attempt = RunAttempt(live.tool_call_started, continues_from if finished else None, stopped)
+    attempt = RunAttempt(live.tool_call_started, continues_from if finished else None, stopped, body)
     scope: dict[str, Any] = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
         "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
@@ -131,7 +129,7 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
         "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0), **_scope, RUN_ATTEMPT_KEY: attempt,
         "headers": [
             *[(k.encode(), v.encode()) for k, v in headers.items() if k.lower() not in NOT_PASSED_ON],
-            (b"content-length", str(len(raw)).encode()), (b"x-mlflow-return-trace-id", b"true"),
+            (b"content-length", b"0"), (b"x-mlflow-return-trace-id", b"true"),  # its body: in the attempt, parsed
         ],
     }  # fmt: skip
     refusal: list[Any] = []  # (status, headers) and the body of an answer that is not a stream
@@ -165,7 +163,7 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
             saw_done = await _took(live, scope, data) or saw_done
 
     try:
-        await _app(scope, replaying(raw, never_hangs_up), send)  # type: ignore[misc]
+        await _app(scope, replaying(b"", never_hangs_up), send)  # type: ignore[misc]
         if refusal:
             status, body = refusal[0], parsed(refusal[2].decode(errors="replace")) or {}
             if not live.started.done():  # the first attempt: the client gets this answer, and no run is kept
@@ -206,7 +204,7 @@ async def _took(live: LiveRun, scope: Scope, data: str) -> bool:
         live.run.error = {"status": status, "body": body}
         await live.push(error_event(status, body))
         return False
-    await live.push(event)
+    await live.push(event, data)
     return False
 
 
@@ -229,7 +227,7 @@ async def end(live: LiveRun, output: list[dict[str, Any]] | None = None) -> None
         live.started.set_result(None)
     try:
         await memory.transact(store.finish(run), write=True)
-    except (Unavailable, BadRequest) as error:  # its heartbeat stops: another process finds it and ends it
+    except Unavailable as error:  # its heartbeat stops: another process finds it and ends it
         logger.warning("runs: could not store the end of run %s: %s", run.id, error)
     live.close()
     RUNNING.pop(run.id, None)
@@ -245,13 +243,13 @@ async def fail_stopped(run: Run, earlier: list[str], reason: str) -> None:
 async def _forget(live: LiveRun) -> None:
     RUNNING.pop(live.run.id, None)
     live.close()
-    with contextlib.suppress(Unavailable, BadRequest):
+    with contextlib.suppress(Unavailable):
         await memory.transact(store.delete(live.run.id), write=True)
 
 
 async def _hand_over(live: LiveRun) -> None:
     await live.flush_all()
-    with contextlib.suppress(Unavailable, BadRequest):
+    with contextlib.suppress(Unavailable):
         await memory.transact(store.hand_over(HOLDER, [live.run.id]), write=True)
     live.close()
     RUNNING.pop(live.run.id, None)

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agent_server import config, memory
-from agent_server.errors import ModelFailure
 from agent_server.memory import Unavailable
 from agent_server.runs import events, store
 from agent_server.runs.store import Run
@@ -42,7 +41,6 @@ class LiveRun:
         self.events = list(earlier)  # every event of the run, earlier attempts' too: index == sequence_number
         self.stored = len(earlier)  # how many of them are in the database: all that followers are sent
         self.followers = 0  # clients that follow the run in this process
-        self.failure = ModelFailure()
         self.task: asyncio.Task[None] | None = None
         self.started: asyncio.Future[tuple[int, list[Any], bytes] | None] = asyncio.get_running_loop().create_future()
         self.ended = asyncio.Event()
@@ -53,8 +51,9 @@ class LiveRun:
         self._flusher: asyncio.Task[None] | None = None
         self._status_written = run.status
 
-    async def push(self, event: dict[str, Any]) -> None:
-        data = events.numbered(event, len(self.events))
+    async def push(self, event: dict[str, Any], encoded: str | None = None) -> None:
+        """Add the run's next event; `encoded`: its JSON text as it came, numbered without encoding it again."""
+        data = events.numbered(event, len(self.events), encoded)
         limit = config.settings().runs.max_event_bytes
         if self.run.events_bytes + len(data) > limit:
             raise StreamTooLong(f"The run's stream passed RUNS_MAX_EVENT_BYTES={limit} bytes; it was stopped.")

@@ -26,7 +26,6 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from agent_server import config, llm, memory
-from agent_server.errors import BadRequest
 from agent_server.memory import HOLDER, INSTANCE, Unavailable, is_dead_predecessor
 from agent_server.runs import execute, store
 from agent_server.runs.store import Run
@@ -39,10 +38,11 @@ BEATS_PER_HOLD = 3  # as for turn leases: a hold outlives two missed beats
 
 def heartbeat_seconds() -> float:
     """Twice as often as turn leases are renewed: a dead process's run is resumed before its turn's lease is free."""
-    return memory.settings().lease_renew_seconds / 2
+    return memory.memory_settings().lease_renew_seconds / 2
 
 
-def hold_seconds() -> float:
+def run_hold_seconds() -> float:
+    """How long a run is held by its process between heartbeats (another process resumes it after)."""
     return heartbeat_seconds() * BEATS_PER_HOLD
 
 
@@ -102,7 +102,7 @@ async def beat() -> None:
     """One heartbeat: this process's runs kept, their cancels picked up, orphans claimed."""
     now = time.time()
     if execute.RUNNING:
-        beating = store.heartbeat(HOLDER, list(execute.RUNNING), now + hold_seconds())
+        beating = store.heartbeat(HOLDER, list(execute.RUNNING), now + run_hold_seconds())
         cancelled: list[str] = await _safely(beating, [])
         for run_id in cancelled:
             live = execute.RUNNING.get(run_id)
@@ -116,7 +116,7 @@ async def _claim(orphans: list[Run]) -> None:
     for run in orphans:
         if run.id in execute.RUNNING:
             continue
-        if not await _safely(store.claim(run, HOLDER, time.time() + hold_seconds()), False):
+        if not await _safely(store.claim(run, HOLDER, time.time() + run_hold_seconds()), False):
             continue  # another process took it first
         earlier = [data for _seq, data in await _all_events(run.id)]
         run.attempts += 1
@@ -150,6 +150,6 @@ async def _safely(transaction: Callable[[sa.Connection], T], fallback: T) -> T:
     """One transaction; with the database down, `fallback` (the next beat tries again)."""
     try:
         return await memory.transact(transaction, write=True)
-    except (Unavailable, BadRequest) as error:
+    except Unavailable as error:
         logger.warning("runs: %s", error)
         return fallback

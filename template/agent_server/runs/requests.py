@@ -33,13 +33,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_server import identity, memory
-from agent_server.errors import BadRequest, error_response
-from agent_server.memory import HOLDER, Unavailable
+from agent_server.errors import BadRequest, Conflict, HttpError, route_error
+from agent_server.memory import HOLDER
 from agent_server.middleware import GUARDED_PATHS, HttpMiddleware, read_body, replaying
-from agent_server.middleware.request_guard import checked_body
+from agent_server.middleware.request_guard import checked_body, parsed_body
 from agent_server.runs import events, execute, store
 from agent_server.runs.live import LiveRun, follow_stored
-from agent_server.runs.recovery import hold_seconds
+from agent_server.runs.recovery import run_hold_seconds
 from agent_server.runs.store import FINAL, Run
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII, no spaces: what a client's request id is
@@ -65,10 +65,8 @@ class BackgroundRuns(HttpMiddleware):
                 return
             execute.remember_scope(scope)
             answer = await _run(headers, body, key, raw, scope["path"])
-        except BadRequest as error:
-            answer = error_response(error.status, str(error), error.param)
-        except Unavailable as error:
-            answer = error_response(503, f"Conversation memory is unavailable: {error}. Nothing was run; try again.")
+        except HttpError as error:
+            answer = route_error(error, "Nothing was run; try again.")
         await answer(scope, replaying(b"", receive), send)
 
 
@@ -76,10 +74,7 @@ def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
     """The body of a request that becomes a run; None for any other (the request guard checks those)."""
     if key is None and b'"background"' not in raw:
         return None
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return None  # the request guard says what is wrong with it
+    body = parsed_body(raw)  # once: a run's attempts bring it parsed (request_state.RunAttempt.body)
     if not isinstance(body, dict):
         return None
     background = body.get("background", False)
@@ -103,11 +98,11 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: byt
     owner = identity.owner_of(headers)
     if memory.has_references(body.get("input")):  # the run keeps the items they name, and runs in their conversation
         body = await memory.resolved_references(headers, body)
-        raw = json.dumps(body).encode()
     conversation_id = memory.conversation_id_of(body)
     answer_as = {field: body.pop(field, False) for field in RUN_FIELDS}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-    if conversation_id is None and (sent := checked_body(raw)[1]) is not None and memory.keeps_own_history(body, sent):
+    sent = checked_body(raw, body)[1] if conversation_id is None else None
+    if conversation_id is None and sent is not None and memory.keeps_own_history(body, sent):
         # A client that keeps its own history: the run keeps its request and its events, no conversation (n runs
         # of a growing history would store it n times). Its answer names none.
         conversation_id = ""
@@ -118,13 +113,13 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: byt
     now = time.time()
     new = Run(
         f"resp_{uuid.uuid4().hex}", owner, conversation_id, key, digest, body, bool(answer_as["background"]),
-        holder=HOLDER, heartbeat_until=now + hold_seconds(), created_at=now,
+        holder=HOLDER, heartbeat_until=now + run_hold_seconds(), created_at=now,
     )  # fmt: skip
     found = await memory.transact(store.create(new), write=True)
     if found.id != new.id:  # the key's run
         if found.body_hash != digest:
             message = f"The Idempotency-Key {key!r} was used for another request; use a new key for this one."
-            return error_response(409, message)
+            return route_error(Conflict(message))
         return await _answer(found, answer_as)
     live = execute.start(new, dict(headers.items()), [])
     refused = await live.started

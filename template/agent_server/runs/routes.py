@@ -19,9 +19,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import memory
-from agent_server.errors import BadRequest, error_response, quoted
+from agent_server.errors import BadRequest, HttpError, NotFound, quoted, route_error
 from agent_server.identity import owner_of
-from agent_server.memory import Unavailable, enabled
+from agent_server.memory import enabled
 from agent_server.runs import events, execute, store
 from agent_server.runs.requests import event_stream, follow, stored_output
 from agent_server.runs.store import FINAL, Run
@@ -44,10 +44,8 @@ async def read_run(run_id: str, request: Request) -> Response:
         if "starting_after" in query:
             raise BadRequest("'starting_after' is a cursor in the run's stream: use it with stream=true.")
         return await _described(run)
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
-    except Unavailable as error:
-        return error_response(503, f"Conversation memory is unavailable: {error}. Try again.")
+    except HttpError as error:
+        return route_error(error)
 
 
 @router.post("/{run_id}/cancel")
@@ -63,22 +61,20 @@ async def cancel_run(run_id: str, request: Request) -> Response:
                 await memory.transact(store.request_cancel(run.owner, run.id), write=True)
             await _until_ended(run)
         return await _described(await _owned(run_id, request))
-    except BadRequest as error:
-        return error_response(error.status, str(error), error.param)
-    except Unavailable as error:
-        return error_response(503, f"Conversation memory is unavailable: {error}. Try again.")
+    except HttpError as error:
+        return route_error(error)
 
 
 async def _owned(run_id: str, request: Request) -> Run:
     if not enabled():
-        raise BadRequest("This app keeps no runs (MEMORY_BACKEND=none).", status=404)
+        raise NotFound("This app keeps no runs (MEMORY_BACKEND=none).")
     live = execute.RUNNING.get(run_id)
     owner = owner_of(request.headers)
     if live is not None and live.run.owner == owner:
         return live.run
     found = await memory.transact(store.get(owner, run_id))
     if found is None:
-        raise BadRequest(f"You have no response {quoted(run_id)}.", status=404)
+        raise NotFound(f"You have no response {quoted(run_id)}.")
     return found
 
 

@@ -35,7 +35,7 @@ MAX_WAIT_SECONDS = 0.1
 HEAVIER_BY = 0.5  # turns running: identities about as loaded as the lead share the loop as before
 
 
-class Turn:
+class TurnOwner:
     """Whose turn a task's steps are, shared by the tasks the turn starts."""
 
     __slots__ = ("owner", "starting")
@@ -45,15 +45,15 @@ class Turn:
         self.starting = False  # it holds a place among the turns starting (turn_starts.Place)
 
 
-_turn: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("agent_server.fair_steps.turn", default=None)
+_turn: contextvars.ContextVar[TurnOwner | None] = contextvars.ContextVar("agent_server.fair_steps.turn", default=None)
 
 
 def serve_as(owner: str) -> None:
     """This task's steps from now on, and those of the tasks it starts, are a turn of `owner`'s."""
-    _turn.set(Turn(owner))
+    _turn.set(TurnOwner(owner))
 
 
-def this_turn() -> Turn | None:
+def this_turn() -> TurnOwner | None:
     return _turn.get()
 
 

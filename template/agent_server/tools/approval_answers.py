@@ -24,7 +24,6 @@ from collections import OrderedDict
 from typing import Any
 
 from agent_server import config, memory
-from agent_server.errors import BadRequest
 from agent_server.history import approvals
 from agent_server.memory import approval_store, database
 from agent_server.memory.store import Unavailable
@@ -53,7 +52,7 @@ async def settle(history: list[dict[str, Any]]) -> None:
     owner = (state.owner if state is not None else None) or ""
     try:
         first = await (_kept(owner, given) if memory.enabled() else _kept_here(owner, given))
-    except (Unavailable, BadRequest) as error:  # BadRequest: the store is not open (starting or stopping)
+    except Unavailable as error:
         failure = AnswersUnavailable(f"Conversation memory is unavailable: {error}. Nothing was run; try again.")
         request_state.record_failure(failure)
         raise failure from None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, function_tool
-from support import Chat, post, post_turn, reply_text
+from support import Chat, asked_to_approve, post, post_turn, reply_text
 
 from agent_server import agent, llm
 from agent_server.tools import approved_calls
@@ -33,24 +33,13 @@ def waiting(app_client: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.Fi
     """A chat whose last turn asked to send an email: it ends with an approval request, and nothing was sent."""
     monkeypatch.setattr(agent, "create_agent", asking_agent)
     approved_calls.forget_all()
-    SENT.clear()
-    chat = Chat(app_client, stream=request.param == "stream")
-    chat.send("Hello")
-    [approval] = chat.send("Use send_email, please")
-    assert approval["type"] == "mcp_approval_request" and approval["name"] == "send_email"
-    assert approval["id"].startswith("mcpr_") and approval["server_label"] == "my-agent"
-    assert SENT == [], "a tool that asks first does not run before the user answers"
-    return chat, approval
+    return asked_to_approve(app_client, request.param == "stream", "send_email", "my-agent", SENT)
 
 
 @pytest.mark.parametrize("waiting", ["invoke", "stream"], indirect=True)
 def test_an_approved_local_tool_runs_once_and_the_turn_goes_on(waiting):
     chat, approval = waiting
-    response = {"type": "mcp_approval_response", "approval_request_id": approval["id"], "approve": True}
-    chat.history.append(response)
-    items = post(chat.client, chat.history, chat.stream)
-    assert items[0] == {"type": "function_call_output", "call_id": approval["id"], "output": "sent to ada@example.com"}
-    assert "The tool returned: sent to ada@example.com" in reply_text(items)
+    chat.approved_and_ran(approval, "sent to ada@example.com")
     again = post(chat.client, chat.history, chat.stream)  # a network retry of the same approval
     assert "The tool returned: sent to ada@example.com" in reply_text(again)
     assert SENT == ["ada@example.com"], "once, however often the approval comes"
@@ -59,9 +48,7 @@ def test_an_approved_local_tool_runs_once_and_the_turn_goes_on(waiting):
 @pytest.mark.parametrize("waiting", ["invoke"], indirect=True)
 def test_a_denied_local_tool_runs_nothing_and_the_model_is_told(waiting):
     chat, approval = waiting
-    denial = {"type": "mcp_approval_response", "approval_request_id": approval["id"], "approve": False}
-    chat.history.append(denial)
-    assert "The tool returned: The user denied this tool call." in reply_text(post(chat.client, chat.history, False))
+    assert "The tool returned: The user denied this tool call." in reply_text(chat.approve(approval, False))
     assert SENT == []
 
 

@@ -71,7 +71,7 @@ def in_database(transaction: Any) -> Any:
     """`transaction` run on the app's own database, outside the app (store.py's Store on the same URL)."""
 
     async def run() -> Any:
-        store = Store(memory.settings().url)  # type: ignore[arg-type]
+        store = Store(memory.memory_settings().url)  # type: ignore[arg-type]
         try:
             await store.open()  # migrated, as the app would have
             return await store.run(transaction)
@@ -194,7 +194,7 @@ def test_a_thousand_facts_stay_within_the_bounds_oldest_dropped_first(client, ap
     app_settings.setenv("LONG_TERM_MEMORY_MAX_FACTS", "50")
     app_settings.setenv("LONG_TERM_MEMORY_MAX_BYTES", "2000")
     ada = someone("ada")
-    current = memory.settings()
+    current = memory.memory_settings()
 
     def thousand(connection: sa.Connection) -> list[facts.Kept]:
         return [
@@ -227,7 +227,7 @@ HOSTILE = [
 
 def test_hostile_facts_are_kept_as_plain_text_or_refused_and_no_query_breaks_a_search(remembering):
     ada = someone("ada")
-    current = memory.settings()
+    current = memory.memory_settings()
 
     def keep(text: str) -> Any:
         try:
@@ -356,7 +356,7 @@ def test_delete_me_leaves_nothing_of_the_caller_and_touches_no_one_else(client, 
     assert left == dict.fromkeys(("conversations", "items", "runs", "memories", "approval_answers", "waiting_turns"), 0)
     assert rows_of(bob) == before, "no one else's rows"
     assert client.get("/conversations", headers=as_user(ada)).json()["conversations"] == []
-    if memory.settings().backend == "sqlite":  # nor anything of theirs in the FTS5 index (PostgreSQL's is the table's)
+    if memory.memory_settings().backend == "sqlite":  # nor anything of theirs in FTS5's index (PostgreSQL: the table)
 
         def indexed(word: str) -> Any:
             search = "SELECT count(*) FROM agent_memories_search WHERE agent_memories_search MATCH :word"
@@ -396,16 +396,16 @@ def test_long_term_memory_needs_a_store_and_a_user_per_caller(app_settings):
     app_settings.setenv("LONG_TERM_MEMORY", "true")
     app_settings.setenv("MEMORY_BACKEND", "none")
     with pytest.raises(ConfigurationError, match="MEMORY_BACKEND=sqlite or postgres"):
-        memory.settings()
+        memory.memory_settings()
     app_settings.setenv("MEMORY_BACKEND", "sqlite")
     app_settings.setenv("HOST", "0.0.0.0")  # others reach it, and nothing names them: all would be `local`
     with pytest.raises(ConfigurationError, match="MEMORY_USER_HEADER"):
-        memory.settings()
+        memory.memory_settings()
     app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
-    assert memory.settings().long_term
+    assert memory.memory_settings().long_term
     app_settings.delenv("MEMORY_USER_HEADER")
     app_settings.setenv("HOST", "127.0.0.1")  # local development: one user, `local`
-    assert memory.settings().long_term and config.settings().memory.max_facts == 200
+    assert memory.memory_settings().long_term and config.settings().memory.max_facts == 200
 
 
 def test_a_database_of_schema_5_gets_long_term_memory(remembering, api_mode, model_log):

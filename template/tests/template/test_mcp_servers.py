@@ -26,6 +26,7 @@ from support import (
     Conversation,
     ServerThread,
     app_env,
+    asked_to_approve,
     free_port,
     mcp_tool_server,
     post,
@@ -164,30 +165,19 @@ def no_approval_ran_yet() -> None:
 @pytest.fixture
 def waiting_for_approval(mcp_client: TestClient, request: pytest.FixtureRequest) -> tuple[Chat, dict[str, Any]]:
     """A chat whose last turn asked to delete a file: it ends with an approval request, and nothing ran."""
-    DELETED.clear()
-    chat = Chat(mcp_client, stream=request.param == "stream")
-    chat.send("Hello")
-    [approval] = chat.send("Use delete_file, please")
-    assert approval["type"] == "mcp_approval_request" and approval["name"] == "delete_file"
-    assert approval["id"].startswith("mcpr_") and approval["server_label"] == "tools"
-    assert DELETED == [], "a tool that needs approval does not run before it"
-    return chat, approval
+    return asked_to_approve(mcp_client, request.param == "stream", "delete_file", "tools", DELETED)
 
 
 @pytest.mark.parametrize("waiting_for_approval", ["invoke", "stream"], indirect=True)
 def test_an_approved_call_runs_once_and_the_turn_continues(waiting_for_approval):
     chat, approval = waiting_for_approval
-    response = {"type": "mcp_approval_response", "approval_request_id": approval["id"], "approve": True}
-    chat.history.append(response)
-    items = post(chat.client, chat.history, chat.stream)
-    assert items[0] == {"type": "function_call_output", "call_id": approval["id"], "output": "deleted a.txt"}
-    assert "The tool returned: deleted a.txt" in reply_text(items)
+    items = chat.approved_and_ran(approval, "deleted a.txt")
     assert DELETED == ["a.txt"]
     # The Databricks chat UI then replays the request with the output, and drops the response;
     # a client that keeps the response too does not run the tool again.
     chat.history += items
     assert "I saw 3 user, 2 assistant and 1 tool turns" in reply_text(chat.send("Thanks"))
-    chat.history.remove(response)
+    chat.history.remove({"type": "mcp_approval_response", "approval_request_id": approval["id"], "approve": True})
     assert "I saw 4 user, 3 assistant and 1 tool turns" in reply_text(chat.send("Thanks again"))
     assert DELETED == ["a.txt"]
 

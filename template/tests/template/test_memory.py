@@ -197,7 +197,7 @@ def test_with_no_queue_a_second_turn_while_one_runs_is_a_409_and_nothing_interle
     chat.send("One")
 
     async def hold_the_lease() -> None:
-        store = Store(memory.settings().url)
+        store = Store(memory.memory_settings().url)
         await store.start_turn(ADA, chat.id, "another-turn", hold_seconds=60)
         await store.close()
 
@@ -214,7 +214,7 @@ def test_a_start_run_again_with_its_own_lease_takes_it_again_and_any_other_lease
     stays as it was; any other lease is still refused."""
 
     async def run() -> None:
-        store = Store(memory.settings().url)
+        store = Store(memory.memory_settings().url)
         await store.open()
         try:
             conversation_id = f"conv_{uuid.uuid4().hex}"
@@ -345,7 +345,7 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
             )
 
     async def write_rows() -> None:
-        url = memory.settings().url
+        url = memory.memory_settings().url
         if url.get_backend_name() == "sqlite":  # the standard library's driver, which has no async form
             with sa.create_engine(url).begin() as connection:
                 insert_rows(connection)
@@ -380,7 +380,7 @@ def test_a_turn_cancelled_while_it_takes_its_lease_gives_the_lease_back(backend)
     the store's thread, and the lease it took is given back, so the next turn is not refused as busy."""
 
     async def cancel_then_start_again() -> list[dict]:
-        store = Store(memory.settings().url)
+        store = Store(memory.memory_settings().url)
         await store.open()
         try:
             conversation_id = str(uuid.uuid4())
@@ -423,7 +423,7 @@ def test_a_database_of_schema_2_gets_each_answers_trace_column_and_its_conversat
             )
 
     async def downgrade() -> None:
-        store = Store(memory.settings().url)
+        store = Store(memory.memory_settings().url)
         try:
             await store.open()  # this release's schema, then back to release 2's
             await store.run(as_release_2_left_it, write=True)

@@ -103,7 +103,7 @@ def in_store(transaction: Callable[[sa.Connection], Any], write: bool = False) -
     """`transaction` on the test's own connection to the app's database."""
 
     async def run() -> Any:
-        store = Store(memory.settings().url)
+        store = Store(memory.memory_settings().url)
         try:
             return await store.run(transaction, write)
         finally:
@@ -199,7 +199,7 @@ def test_a_free_conversation_goes_to_the_turn_that_waits_for_it_and_a_dead_waite
     conversation, gone = f"ordered-{uuid.uuid4()}", f"ordered-{uuid.uuid4()}"
 
     async def run() -> None:
-        store = Store(memory.settings().url)
+        store = Store(memory.memory_settings().url)
         await store.open()
         try:
             await store.start_turn(ADA, conversation, "first", 60)
