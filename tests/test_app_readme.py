@@ -1,14 +1,17 @@
 """The generated app's README starts with the owner's work and stays short, for every answer: at most 250 lines,
 `agent_server/agent.py` named within its first 40. The reference lives in docs/, one topic a file: each docs file
-is linked from the README, and every link of the README and the docs leads to a file (and heading) that exists."""
+is linked from the README, and every link of the README and the docs leads to a file (and heading) that exists.
+The README's examples of "Your code" (a tool, one that asks first, MCP servers, a guardrail, history rules), put
+into agent.py as an owner would, work on the offline model."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
-from renders import MATRIX, render
+from renders import MATRIX, clean_env, render, uv
 
 MAX_LINES = 250
 LINK = re.compile(r"\]\(([^()\s]+)\)")
@@ -78,3 +81,53 @@ def test_a_docs_file_nobody_links_and_a_broken_link_are_caught(tmp_path):
     (tmp_path / "README.md").write_text("# App\n\n- [docs/a.md](docs/a.md)\n```\n[c](docs/c.md)\n```\n")
     assert broken_links(tmp_path / "docs" / "a.md") == ["#nowhere"]
     assert links(tmp_path / "README.md") == ["docs/a.md"]
+
+
+# The README's examples of "Your code", put into a fresh app's agent.py as an owner would, then a chat with each.
+PROBE = """
+import json, sys
+from fastapi.testclient import TestClient
+from agent_server import mcp_servers
+from agent_server.app import app
+
+declared = {"mcp_servers": mcp_servers}
+exec(open(sys.argv[1]).read(), declared)  # the README's MCP_SERVERS: specs the app accepts (not connected here)
+history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(60)]
+with TestClient(app, base_url="http://localhost") as client:
+    def send(items):
+        return client.post("/invocations", json={"input": items}).json()
+    said = {name: send([{"role": "user", "content": text}]) for name, text in [
+        ("tool", "lookup_order 1234?"), ("asks", "Please cancel_order 7"), ("guardrail", "What is my password?")]}
+    said["history"] = send([*history, {"role": "user", "content": "And now?"}])
+print(json.dumps({"said": said, "mcp": [spec.name for spec in declared["MCP_SERVERS"]]}))
+"""
+
+
+def test_the_readmes_examples_of_your_code_run_on_the_offline_model(tmp_path):
+    app = render(tmp_path / "app", {})
+    yours = (app / "README.md").read_text().split("## Your code", 1)[1].split("\n## ", 1)[0]
+    tool, asks, mcp, guardrail, history = re.findall(r"```python\n(.*?)```", yours, re.DOTALL)
+    agent = app / "agent_server" / "agent.py"
+    code = agent.read_text().replace("\ndef create_agent()", f"\n{tool}\n\n{asks}\n\n{guardrail}\n\ndef create_agent()")
+    code = code.replace("tools=[get_current_time, send_summary],", "tools=[get_current_time, send_summary, "
+                        "lookup_order, cancel_order],\n        input_guardrails=[no_passwords],")  # fmt: skip
+    agent.write_text(re.sub(r"\ndef customize_history\(.*", "\n" + history, code, flags=re.DOTALL))
+    (tmp_path / "readme_mcp_servers.py").write_text(mcp)
+    (tmp_path / "probe.py").write_text(PROBE)
+    uv("sync", "--locked", "--no-config", cwd=app)
+    env = clean_env(MEMORY_DATABASE_URL=str(tmp_path / "conversations.db"), MLFLOW_TRACE_SAMPLING_RATIO="0")
+    env |= {"MLFLOW_TRACKING_URI": f"file:{tmp_path / 'mlruns'}"}
+    probe = [str(tmp_path / "probe.py"), str(tmp_path / "readme_mcp_servers.py")]
+    result = uv("run", "--locked", "--no-config", "python", *probe, cwd=app, env=env)
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    said = found["said"]
+    assert found["mcp"] and len(found["mcp"]) == 2
+    tool_output = [item for item in said["tool"]["output"] if item["type"] == "function_call_output"]
+    assert tool_output and "shipped yesterday" in tool_output[0]["output"], said["tool"]
+    assert [item["name"] for item in said["asks"]["output"] if item["type"] == "mcp_approval_request"] == [
+        "cancel_order"
+    ], said["asks"]
+    assert said["guardrail"]["custom_outputs"]["guardrail"] == "no_passwords"
+    assert "I can't help with passwords." in json.dumps(said["guardrail"]["output"])
+    # 61 items: the last 40 from a user message are 20 user and 19 assistant turns.
+    assert "I saw 20 user, 19 assistant and 0 tool turns" in json.dumps(said["history"]["output"]), said["history"]
