@@ -91,11 +91,13 @@ NOT_RUN_HERE = {
     "uv run evaluate": "tests/test_app_suite.py runs it with --judge offline (the same, plus the judges)",
     "uv run evaluate --judge offline": "tests/test_app_suite.py, as written (LLM_PROVIDER=offline in its environment)",
     "uv run evaluate --judge openai:/gpt-4.1-mini --simulate 2": "needs a real judge model",
-    "uv run evaluate --url http://127.0.0.1:8000": "template/tests/test_evaluation.py, against an app it started",
+    "uv run evaluate --url http://127.0.0.1:8000": "the app's tests/template/test_evaluation.py, on an app it starts",
     "APP_ENV=production MEMORY_BACKEND=none ALLOWED_HOSTS=agent.example.com uv run --locked start-app --port 8000 "
     "--host 0.0.0.0": "a deployed app refuses the offline model: needs a model provider's credentials",
-    """curl -s https://<your-app-url>/invocations -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' """
-    """-d '{"input": [{"role": "user", "content": "What time is it?"}]}'""": "needs a deployed app and a token",
+    """curl -s https://<your-app-url>/invocations -H "Authorization: Bearer $TOKEN" """
+    """-H 'content-type: application/json' -d '{"input": [{"role": "user", "content": "What time is it?"}]}'""": (
+        "needs a deployed app and a token"
+    ),
 }
 
 
