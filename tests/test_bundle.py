@@ -4,7 +4,7 @@
   and a broken one does not.
 - app.yaml: a command list and env entries as the runtime reads them; the app's own
   tests/test_deploy_config.py (app.yaml and the bundle agree) passes in every render.
-- The deploy workflow and the README name the same commands and variables (no secret); the README's grants for
+- The deploy workflow and docs/deploy.md name the same commands and variables (no secret); docs/mcp.md's grants for
   MCP servers are valid app resources.
 (tests/test_deploy_rehearsal.py runs what the platform runs.)
 """
@@ -127,8 +127,7 @@ def test_every_render_passes_the_apps_own_deploy_config_checks(renders, name):
 @pytest.mark.parametrize("name", ["defaults", "openai-chat_completions", "no-ci"])
 def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_variables(renders, name):
     app = renders[name]
-    readme = (app / "README.md").read_text()
-    deploy = readme.split("## Deploy", 1)[1].split("\n## ", 1)[0]
+    deploy = (app / "docs" / "deploy.md").read_text()
     for command in ("databricks auth login", "databricks bundle validate", "databricks bundle deploy"):
         assert command in deploy, command
     assert "databricks bundle run agent" in deploy
@@ -149,7 +148,7 @@ def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_variables
     needed = set(re.findall(r"\$\{\{ vars\.([A-Z_]+) \}\}", workflow.read_text()))
     assert needed == {"DATABRICKS_HOST", "DATABRICKS_CLIENT_ID", "EVALUATE_MODEL", "EVALUATE_JUDGE_MODEL"}
     for variable in needed:
-        assert variable in deploy, f"README's Deploy section must name {variable}"
+        assert variable in deploy, f"docs/deploy.md must name {variable}"
     # How to set it up: the federation policy (issuer, audience and subject as the workflow asks for them),
     # the protected environment, and no secret to store.
     for fact in (
@@ -160,17 +159,17 @@ def test_the_deploy_workflow_and_the_readme_name_the_same_commands_and_variables
         "Settings > Environments",
         "DATABRICKS_CLIENT_SECRET",  # ... is no longer needed: the README says to delete it
     ):
-        assert fact in deploy, f"README's Deploy section must say {fact}"
+        assert fact in deploy, f"docs/deploy.md must say {fact}"
     assert "DATABRICKS_CLIENT_SECRET" not in workflow.read_text()
 
 
 @pytest.mark.parametrize("name", ["defaults", "openai-responses"])
 def test_the_readmes_mcp_grants_are_valid_app_resources(renders, name):
-    """The README's grants for MCP servers, added to the app's resources, read into the bundle models."""
+    """docs/mcp.md's grants for MCP servers, added to the app's resources, read into the bundle models."""
     app = renders[name]
-    readme = (app / "README.md").read_text()
-    block = re.search(r"\*\*Grants\.\*\*.*?```yaml\n(.*?)```", readme, re.DOTALL)
-    assert block, "the README has no MCP grants example"
+    mcp = (app / "docs" / "mcp.md").read_text()
+    block = re.search(r"\*\*Grants\.\*\*.*?```yaml\n(.*?)```", mcp, re.DOTALL)
+    assert block, "docs/mcp.md has no MCP grants example"
     grants = yaml.safe_load(block.group(1))
     assert {resource["name"] for resource in grants} == {"uc-function", "vector-index", "genie-space", "mcp-connection"}
     bundle = yaml.safe_load((app / "databricks.yml").read_text())

@@ -21,6 +21,7 @@ SHARED_FILES |= {"app.yaml", "databricks.yml"}  # deploy settings the owner adds
 COPIER_FILES = {".copier-answers.yml"}
 # Formats with comments, and how a comment starts in each.
 COMMENT_STARTS = {".py": "#", ".yml": "#", ".yaml": "#", ".toml": "#", ".sh": "#", ".cfg": "#", ".html": "<!--"}
+COMMENT_STARTS |= {".md": "<!--"}  # docs/: the reference, one topic a file
 # The header: the template owns the file, and where the owner's own code goes instead.
 HEADER = re.compile(r"Owned by the template: changes here are overwritten by `copier update`\. \S.*")
 
@@ -42,6 +43,7 @@ def test_every_template_owned_file_starts_with_the_header(tmp_path, name):
         )
         checked.append(relative)
     expected = {"agent_server/handlers.py", "agent_server/history/render.py", "scripts/check_update_leftovers.py"}
+    expected |= {"docs/configuration.md", "docs/history-shapes.md"}
     assert expected <= set(checked)
 
 
@@ -59,11 +61,11 @@ def test_the_app_readme_names_every_owner_and_shared_file(renders):
         assert f"`{name}`" in ownership, name
 
 
-def test_the_app_readme_names_every_module_of_the_app(renders):
-    """Each module of agent_server/ has its row in "Your code", and each package's row names its modules."""
+def test_the_app_docs_name_every_module_of_the_app(renders):
+    """Each module of agent_server/ has its row in docs/files.md's table, and each package's row names its modules."""
     app = renders["defaults"]
-    readme = (app / "README.md").read_text()
-    rows = {row.split(" | ")[0]: row for row in readme.split("## Your code", 1)[1].split("\n## ", 1)[0].splitlines()}
+    files = (app / "docs" / "files.md").read_text()
+    rows = {row.split(" | ")[0]: row for row in files.split("\n## ", 1)[0].splitlines()}
     listed = " ".join(rows)
     for module in sorted((app / "agent_server").glob("*.py")):
         assert f"`agent_server/{module.name}`" in listed, module.name

@@ -84,6 +84,6 @@ def test_supported_range_matches_pyproject_and_readme():
     spec = next(dep for dep in project["project"]["dependencies"] if dep.startswith("openai-agents"))
     major, minor = SUPPORTED_LINES[-1].split(".")
     assert spec == f"openai-agents>={SUPPORTED_LINES[0]},<{major}.{int(minor) + 1}"
-    readme = (TEMPLATE / "README.md.jinja").read_text()
+    readme = (TEMPLATE / "docs" / "supported-versions.md").read_text()
     assert f"openai-agents {SUPPORTED_LINES[0]} to {SUPPORTED_LINES[-1]}" in readme
     assert f"openai-agents {SUPPORTED_LINES[0]} to {SUPPORTED_LINES[-1]}" in (ROOT / "README.md").read_text()

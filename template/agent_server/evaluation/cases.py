@@ -137,7 +137,7 @@ def _read(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise EvaluationSetError(
-            f"{path}: no such file. Add your cases there (see the README, 'Evaluating the agent'), or name the file "
+            f"{path}: no such file. Add your cases there (see docs/traces-and-evaluation.md), or name the file "
             "with --cases."
         ) from None
     except IsADirectoryError:

@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Every setting is declared once (agent_server/config.py), documented in the README, and read only there."""
+"""Every setting is declared once (agent_server/config.py), documented in docs/configuration.md, and read only there."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from agent_server import config
 
 APP = Path(__file__).resolve().parents[2]
-# Read by the libraries the app configures, not by the app: named in the README so owners know to set them.
+# Read by the libraries the app configures, not by the app: named in the table so owners know to set them.
 LIBRARY_VARIABLES = {
     "DATABRICKS_HOST", "DATABRICKS_TOKEN", "DATABRICKS_CLIENT_ID", "DATABRICKS_CLIENT_SECRET",
     "DATABRICKS_CONFIG_PROFILE",  # databricks-sdk
@@ -29,16 +29,16 @@ READS_THE_ENVIRONMENT = {
 
 
 def configuration_table() -> str:
-    readme = (APP / "README.md").read_text()
-    return readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    """The table of docs/configuration.md, up to its next section."""
+    return (APP / "docs" / "configuration.md").read_text().split("\n## ", 1)[0]
 
 
-def test_every_declared_setting_is_in_the_readme_and_the_readme_names_no_other():
+def test_every_declared_setting_is_in_the_configuration_table_and_the_table_names_no_other():
     declared = {variable for variable, _doc, _default in config.variables()}
     first_column = " ".join(line.split(" | ")[0] for line in configuration_table().splitlines() if line.startswith("|"))
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", first_column))
-    assert sorted(declared - documented) == [], "declared in config.py, missing from the README's table"
-    assert sorted(documented - declared - LIBRARY_VARIABLES) == [], "in the README's table, not declared"
+    assert sorted(declared - documented) == [], "declared in config.py, missing from docs/configuration.md's table"
+    assert sorted(documented - declared - LIBRARY_VARIABLES) == [], "in docs/configuration.md's table, not declared"
 
 
 def test_each_variable_is_declared_once():
