@@ -107,7 +107,7 @@ async def follower_delays(a: str, b: str) -> list[float]:
             body = {"input": [{"role": "user", "content": "Please run slow_lookup"}], "background": True}
             run_id = (await http.post(f"{a}/invocations", json=body, headers=user)).json()["id"]
 
-            async def follow(url: str) -> dict[int, tuple[float, str]]:
+            async def follow(url: str, run_id: str = run_id) -> dict[int, tuple[float, str]]:
                 seen: dict[int, tuple[float, str]] = {}
                 params = {"stream": "true"}
                 async with http.stream("GET", f"{url}/responses/{run_id}", params=params, headers=user) as stream:
