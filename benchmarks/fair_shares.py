@@ -8,7 +8,7 @@ client's whole history) and their latencies are timed alone and while identity A
 once, sending each again as soon as it is answered (a 429 too: the worst client, one that ignores Retry-After): in
 --rounds rounds of both, so that the shared machine's ups and downs hit both; each flood starts a second before B's
 turns are timed, and has a second to end. Both with no limits and with RATE_LIMIT_CONCURRENT_TURNS=2 and
-RATE_LIMIT_TURNS_PER_MINUTE=600 (which turn fair steps on, agent_server/fair_steps.py). Target: with the limits, A's
+RATE_LIMIT_TURNS_PER_MINUTE=600 (which turn fair steps on, scheduling/fair_steps.py). Target: with the limits, A's
 flood raises B's p99 by at most 20%. The stub, B's client and A's flood share core 1; the flood runs in a process of
 its own at nice 19, as it stands for clients on other machines (in B's process, B's timings waited on the flood's
 client). Traffic goes to 127.0.0.1 only; every loop is bounded.

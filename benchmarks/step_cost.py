@@ -1,4 +1,4 @@
-"""Benchmark: what fair steps (agent_server/fair_steps.py) cost a step of a task, on uvloop as the app serves.
+"""Benchmark: what fair steps (scheduling/fair_steps.py) cost a step of a task, on uvloop as the app serves.
 
 Run with `scripts/benchmark step-cost` (in the rendered app's environment). Ten tasks of 20,000 steps each
 (`await asyncio.sleep(0)`), CPU time a step: with no task factory, with fair steps installed for tasks of no turn,
@@ -11,7 +11,7 @@ import asyncio
 import time
 
 import uvloop
-from agent_server import fair_steps
+from agent_server.scheduling import fair_steps
 
 TASKS, STEPS = 10, 20_000
 

@@ -38,7 +38,7 @@ def main(app: Path) -> None:
 
     sys.path.insert(0, str(app))
     history = importlib.import_module("agent_server.history")  # stdlib only: it needs none of the app's packages
-    catalogue = load("history_catalogue", app / "tests" / "history_catalogue.py")
+    catalogue = load("history_catalogue", app / "tests" / "template" / "history_catalogue.py")
     items_type = TypeAdapter(list[ResponseInputItemParam])
     messages_type = TypeAdapter(list[ChatCompletionMessageParam])
     results = {}

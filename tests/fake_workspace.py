@@ -13,7 +13,7 @@ It serves what databricks-sdk's OAuth M2M flow and the app's `databricks` provid
 - POST /serving-endpoints/responses                  expired, or --user-token), then lets the strict
                                                      offline model answer
 - POST /api/2.0/mcp/functions/main/tools            a managed MCP server (the app's own test MCP server,
-                                                     tests/support.py), behind the same token check
+                                                     tests/template/support.py), behind the same token check
 - POST /api/2.0/database/credentials                 a Lakebase database token (checks the bearer token): with
                                                      --postgres-admin-url, it becomes the password of the
                                                      role --lakebase-role on that real PostgreSQL server,
@@ -42,7 +42,7 @@ from agent_server.offline import create_offline_app
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-sys.path.insert(0, str(Path.cwd() / "tests"))  # run from the app's folder: its test helpers
+sys.path.insert(0, str(Path.cwd() / "tests" / "template"))  # run from the app's folder: its test helpers
 from support import mcp_tool_server  # noqa: E402
 
 MCP_PATH = "/api/2.0/mcp/functions/main/tools"

@@ -1,4 +1,4 @@
-"""The generated app's own client and server helpers (template/tests/support.py), for the repo's tests.
+"""The generated app's own client and server helpers (template/tests/template/support.py), for the repo's tests.
 
 One Chat client with one replay rule, one free_port, one environment cleaner and one server process
 helper, for both test trees. It is loaded by path: it is the template's file, and no rendered app needs
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SUPPORT = Path(__file__).resolve().parent.parent / "template" / "tests" / "support.py"
+SUPPORT = Path(__file__).resolve().parent.parent / "template" / "tests" / "template" / "support.py"
 _spec = importlib.util.spec_from_file_location("app_support", SUPPORT)
 assert _spec is not None and _spec.loader is not None
 app_support = importlib.util.module_from_spec(_spec)

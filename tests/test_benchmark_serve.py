@@ -164,6 +164,15 @@ def test_the_suite_benchmark_reads_pytest_reports_and_names_the_tests_that_got_s
     assert suite.common_seconds(before, after) == (3, pytest.approx(2.2), pytest.approx(1.7))
 
 
+def test_the_suite_benchmark_compares_a_template_test_across_its_move_to_tests_template(tmp_path: Path) -> None:
+    before = [suite_run(tmp_path, "a", fast=1.0, slow=1.0)]
+    report = tmp_path / "moved.xml"
+    report.write_text(JUNIT.format(fast=3.0, slow=1.0).replace('classname="tests.', 'classname="tests.template.'))
+    tests, failed = suite.read_junit(report)
+    after = [suite.SuiteRun(wall_seconds=4.0, tests=tests, failed=failed)]
+    assert suite.slower_tests(before, after) == [("tests.test_a::test_fast", 1.0, 3.0)]
+
+
 garbage = load_module("benchmark_garbage", ROOT / "benchmarks" / "garbage.py")
 
 

@@ -111,7 +111,8 @@ def test_app_yaml_is_what_the_runtime_reads(renders, name):
 @pytest.mark.parametrize("name", MATRIX)
 def test_every_render_passes_the_apps_own_deploy_config_checks(renders, name):
     """app.yaml and databricks.yml agree (the app's tests/test_deploy_config.py, which owners keep), in every render."""
-    checks = load_module(f"deploy_config_{name.replace('-', '_')}", renders[name] / "tests" / "test_deploy_config.py")
+    checks_file = renders[name] / "tests" / "template" / "test_deploy_config.py"
+    checks = load_module(f"deploy_config_{name.replace('-', '_')}", checks_file)
     tests = [test for test_name, test in vars(checks).items() if test_name.startswith("test_")]
     assert len(tests) >= 3
     for test in tests:

@@ -1084,7 +1084,7 @@ def slow_tools_app(renders, tmp_path_factory) -> Iterator[dict[str, str]]:
     app = renders["defaults"]
     uv("sync", "--locked", "--no-config", cwd=app)
     port = free_port()
-    serve = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({port})"
+    serve = f"import sys; sys.path.insert(0, 'tests/template'); import support; support.serve_mcp_tools({port})"
     tools = f"http://127.0.0.1:{port}"
     declared = json.dumps([{"name": "tools", "url": f"{tools}/mcp", "require_approval": ["delete_file"]}])
     with (

@@ -28,7 +28,8 @@ def served(renders, tmp_path_factory) -> Iterator[dict]:
     python = str(app / ".venv" / "bin" / "python")
     tools_port, app_port = free_port(), free_port()
     serve = (
-        f"import sys; sys.path.insert(0, 'tests'); from support import serve_mcp_tools; serve_mcp_tools({tools_port})"
+        "import sys; sys.path.insert(0, 'tests/template'); "
+        f"from support import serve_mcp_tools; serve_mcp_tools({tools_port})"
     )
     declared = [{"name": "tools", "url": f"http://127.0.0.1:{tools_port}/mcp", "require_approval": ["delete_file"]}]
     agent_args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(app_port)]

@@ -62,14 +62,14 @@ def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
             "0",  # one process: its tests share the one database
             "-k",
             "postgres",
-            "tests/test_memory.py",
-            "tests/test_runs.py",
-            "tests/test_runs_keep_turns.py",
-            "tests/test_conversation_edits.py",
-            "tests/test_approval_answers.py",
-            "tests/test_ordered_turns.py",
-            "tests/test_long_term_memory.py",
-            "tests/test_rate_limits.py",
+            "tests/template/test_memory.py",
+            "tests/template/test_runs.py",
+            "tests/template/test_runs_keep_turns.py",
+            "tests/template/test_conversation_edits.py",
+            "tests/template/test_approval_answers.py",
+            "tests/template/test_ordered_turns.py",
+            "tests/template/test_long_term_memory.py",
+            "tests/template/test_rate_limits.py",
         ],
         cwd=app,
         env=clean_env(MEMORY_TEST_POSTGRES_URL=postgres.url),
@@ -87,7 +87,7 @@ def two_apps(app, postgres, tmp_path_factory) -> Iterator[tuple[str, str]]:
     """Two `start-app` processes on one PostgreSQL database, with an MCP server whose slow_lookup takes 3 s."""
     logs = tmp_path_factory.mktemp("two-apps")
     tools_port = free_port()
-    serve = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({tools_port})"
+    serve = f"import sys; sys.path.insert(0, 'tests/template'); import support; support.serve_mcp_tools({tools_port})"
     tools_args = [str(app / ".venv" / "bin" / "python"), "-c", serve]
     shared = {"MEMORY_DATABASE_URL": postgres.url}
     shared["MCP_SERVERS"] = json.dumps([{"name": "tools", "url": f"http://127.0.0.1:{tools_port}/mcp"}])
@@ -135,7 +135,7 @@ def test_a_run_whose_process_died_is_resumed_by_the_other_process(app, postgres,
     heartbeat found it orphaned) and resumes it, with the running call answered as interrupted; the tool ran
     once, counted at the MCP server."""
     tools_port = free_port()
-    serve = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({tools_port})"
+    serve = f"import sys; sys.path.insert(0, 'tests/template'); import support; support.serve_mcp_tools({tools_port})"
     tools_url = f"http://127.0.0.1:{tools_port}"
     shared = {
         "MEMORY_DATABASE_URL": postgres.url,

@@ -22,14 +22,14 @@ MATRIX_LINES = SUPPORTED_LINES[:-1]
 # Below the range; their converters must still accept the render, with the same result.
 CONVERTER_LINES = ["0.18", "0.20"]
 APP_TESTS = [
-    "tests/test_conversation_fuzzer.py",
-    "tests/test_history.py",
-    "tests/test_history_catalogue.py",
-    "tests/test_history_properties.py",
-    "tests/test_model_faults.py",
-    "tests/test_multiturn.py",
-    "tests/test_regression.py",
-    "tests/test_repairs.py",
+    "tests/template/test_conversation_fuzzer.py",
+    "tests/template/test_history.py",
+    "tests/template/test_history_catalogue.py",
+    "tests/template/test_history_properties.py",
+    "tests/template/test_model_faults.py",
+    "tests/template/test_multiturn.py",
+    "tests/template/test_regression.py",
+    "tests/template/test_repairs.py",
 ]
 CONVERTER_CHECK = Path(__file__).with_name("converter_check.py")
 # Traces are still written, but in the request: the async queue's flush at each test client's

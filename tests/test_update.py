@@ -46,8 +46,8 @@ PRE_RENDER_MODEL_INPUT = """def model_input(request: ResponsesAgentRequest) -> l
 UPDATE_TOOLING = [
     "template/scripts/check_update_leftovers.py",
     "template/.pre-commit-config.yaml",
-    "template/tests/test_update_leftovers.py",
-    "template/tests/test_owner_hooks.py",
+    "template/tests/template/test_update_leftovers.py",
+    "template/tests/template/test_owner_hooks.py",
     f"template/{GITHUB}/workflows/template-update.yml",
 ]
 
@@ -90,7 +90,7 @@ def template_change(repo: Path) -> None:
                 return strip_byte_order_marks(_model_input_without_the_new_rule(request))
             """),
     )
-    (repo / "template/tests/test_byte_order_marks.py").write_text(
+    (repo / "template/tests/template/test_byte_order_marks.py").write_text(
         textwrap.dedent('''\
             # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
             """The rule added by the template's release 0.2.0."""
@@ -304,15 +304,15 @@ def test_customised_app_keeps_its_changes_and_gets_the_template_change(versions,
     # The template's change arrived, in the files it owns and in the shared README.
     assert "def strip_byte_order_marks(" in now["agent_server/history/render.py"].decode()
     assert "_model_input_without_the_new_rule(request)" in now["agent_server/handlers.py"].decode()
-    assert "tests/test_byte_order_marks.py" in now
+    assert "tests/template/test_byte_order_marks.py" in now
     assert now["README.md"].decode().endswith("## Support\n\nAsk the platform team.\n")
     assert answers(app)["_commit"] == "0.2.0"
 
     # The owner's tests, and the template's that run the owner's agent end to end (test_app_suite.py runs
     # the whole suite on this template's renders).
     output = relock_and_test(
-        app, "tests/test_byte_order_marks.py", "tests/test_my_agent.py", "tests/test_multiturn.py",
-        "tests/test_owner_hooks.py", "tests/test_memory.py",
+        app, "tests/template/test_byte_order_marks.py", "tests/test_my_agent.py",
+        "tests/template/test_multiturn.py", "tests/template/test_owner_hooks.py", "tests/template/test_memory.py",
     )  # fmt: skip
     for test in ("test_byte_order_marks.py::test_the_rule", "test_my_agent.py::test_my_agent"):
         assert passed(test, output), test
@@ -341,7 +341,7 @@ import sys
 
 from fastapi.testclient import TestClient
 
-sys.path.insert(0, "tests")
+sys.path.insert(0, "tests/template")
 from support import replayed  # noqa: E402
 
 from agent_server.app import app  # noqa: E402
@@ -435,7 +435,10 @@ def test_app_from_before_the_render_step_gets_it_and_its_second_prompt_works(ver
 
     # The template's tests that lean on agent.py, with an agent.py that predates the hooks.
     # (The customised app above runs the whole suite.)
-    output = relock_and_test(app, "tests/test_owner_hooks.py", "tests/test_multiturn.py", "tests/test_regression.py")
+    output = relock_and_test(
+        app, "tests/template/test_owner_hooks.py", "tests/template/test_multiturn.py",
+        "tests/template/test_regression.py",
+    )  # fmt: skip
     assert "test_owner_hooks.py" in output
     after = second_prompt(app, probe)
     assert (after["first"], after["second"]) == (200, 200), after["body"]

@@ -1,8 +1,13 @@
-"""`copier update` across the release that regrouped agent_server/ into packages (history/, memory/, config.py).
+"""`copier update` across the releases that regrouped the template's own files. An owner's file moves nowhere in
+either, so neither needs a migration: the template's own files are replaced, the old ones removed.
 
-The version before it is this repo's own last commit with the flat layout (FLAT_LAYOUT), tagged 0.0.9 in a
-temporary repo; the version after it is the working tree, tagged 0.1.0. An owner's agent.py moves nowhere,
-so the update needs no migration: the template's own modules are replaced, the old ones removed.
+- 0.0.9, this repo's last commit with the flat layout (FLAT_LAYOUT): agent_server/ grouped into packages
+  (history/, memory/, config.py);
+- 0.0.10, this repo's last commit before the second regrouping (SPREAD_LAYOUT): agent_server/'s 26 top-level
+  modules grouped again (middleware/, scheduling/, tools/, identity.py), and the template's tests moved to
+  tests/template/, leaving tests/ to the owner;
+- 0.1.0, the working tree.
+Each old version is tagged in a temporary repo.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from renders import passed, render
-from template_versions import commit, generate, git, new_repo, release, update
+from template_versions import append, commit, generate, git, new_repo, release, update
 from test_update import (
     COPIER,
     OWNER_FILES,
@@ -33,6 +38,15 @@ FLAT_MODULES = [
     "memory_settings.py", "memory_merge.py", "memory_store.py", "memory_schema.py", "memory_lakebase.py",
     "conversations_api.py",
 ]  # fmt: skip
+# The last commit of this repo with agent_server/'s 26 top-level modules and the template's tests in tests/.
+SPREAD_LAYOUT = "f6231f3e5df6254300ad842e3d9b908f97f71826"
+SPREAD_MODULES = [
+    "asgi.py", "request_guard.py", "request_state.py", "browser_guard.py", "error_responses.py", "head_deadline.py",
+    "health.py", "rate_limits.py", "responses_dialect.py", "responses_shapes.py", "fair_steps.py", "turn_starts.py",
+    "offload.py", "garbage_collection.py", "mcp_connections.py", "approved_calls.py", "approval_answers.py",
+]  # fmt: skip
+# Each old layout: its tag, and a file only it has.
+LAYOUTS = {"flat": ("0.0.9", "agent_server/memory.py"), "spread": ("0.0.10", "agent_server/request_guard.py")}
 
 
 def copy_commit(repo: Path, commit_id: str) -> None:
@@ -51,14 +65,17 @@ def copy_commit(repo: Path, commit_id: str) -> None:
 def versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = new_repo(tmp_path_factory.mktemp("template") / "repo")
     release(repo, "0.0.9", lambda repo: copy_commit(repo, FLAT_LAYOUT), from_working_tree=False)
+    release(repo, "0.0.10", lambda repo: copy_commit(repo, SPREAD_LAYOUT), from_working_tree=False)
     release(repo, "0.1.0")
     return repo
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("data", [{}, {"app_name": "support-bot", "memory": "none"}], ids=["defaults", "custom"])
-def test_the_flat_layout_updates_to_what_head_renders(versions, tmp_path, data):
-    app = generate(tmp_path / "app", versions, "0.0.9", data)
-    assert (app / "agent_server" / "memory.py").is_file(), "0.0.9 has the flat layout"
+def test_an_old_layout_updates_to_what_head_renders(versions, tmp_path, data, layout):
+    tag, only_there = LAYOUTS[layout]
+    app = generate(tmp_path / "app", versions, tag, data)
+    assert (app / only_there).is_file(), f"{tag} has the {layout} layout"
     old = files(app)
 
     result = subprocess.run(
@@ -73,7 +90,7 @@ def test_the_flat_layout_updates_to_what_head_renders(versions, tmp_path, data):
     for owned in OWNER_FILES & old.keys():  # an owner's file new since 0.0.9 arrives as a fresh render has it
         assert updated.pop(owned) == old[owned], owned
         fresh.pop(owned)
-    assert updated.keys() == fresh.keys(), "no module of the flat layout is left, and every new one is there"
+    assert updated.keys() == fresh.keys(), f"no file of the {layout} layout is left, and every new one is there"
     assert [name for name in updated if updated[name] != fresh[name]] == []
 
 
@@ -94,7 +111,55 @@ def test_a_customised_app_of_the_flat_layout_keeps_its_changes_and_works(version
     assert [name for name in FLAT_MODULES if f"agent_server/{name}" in now] == []
     assert "agent_server/history/render.py" in now and "agent_server/memory/turns.py" in now
     output = relock_and_test(
-        app, "tests/test_my_agent.py", "tests/test_multiturn.py", "tests/test_owner_hooks.py", "tests/test_memory.py",
-        "tests/test_config.py",
+        app, "tests/test_my_agent.py", "tests/template/test_multiturn.py", "tests/template/test_owner_hooks.py",
+        "tests/template/test_memory.py", "tests/template/test_config.py",
     )  # fmt: skip
     assert passed("test_my_agent.py::test_my_agent", output)
+
+
+# An owner's test of the spread layout that leans on the template's test helpers: its fixtures (conftest.py) and
+# its client (support.py), both in tests/ then. It keeps working once they are the template's, in tests/template/.
+OWNER_CHAT_TEST = '''"""The owner's chat test, through the real server."""
+
+from support import Chat, reply_text
+
+
+def test_my_chat(app_client):
+    assert reply_text(Chat(app_client, stream=False).send("Hello")).endswith("You said: Hello")
+'''
+OWNER_CASE = """  - name: counts-words
+    turns:
+      - user: How many words are in "one two three"?
+        expect: {tools: [count_words]}
+"""
+
+
+def test_a_customised_app_of_the_spread_layout_keeps_its_changes_and_works(versions, tmp_path):
+    app = generate(tmp_path / "app", versions, "0.0.10")
+    assert (app / "tests/support.py").is_file() and (app / "agent_server/request_guard.py").is_file()
+    customise(app)
+    (app / "tests/test_my_chat.py").write_text(OWNER_CHAT_TEST)
+    append(app / "evals/cases.yaml", OWNER_CASE)
+    commit(app, "My agent")
+    mine = files(app)
+
+    update(app, "0.1.0")
+
+    assert_no_leftovers(app)
+    now = files(app)
+    for name in ("agent_server/agent.py", "tests/test_my_agent.py", "tests/test_my_chat.py", "evals/cases.yaml"):
+        assert now[name] == mine[name], name
+    assert now["uv.lock"] == mine["uv.lock"]
+    assert OWNER_README in now["README.md"].decode() and '"funcy==' in now["pyproject.toml"].decode()
+    # The template's old copies are gone: its modules, now in packages, and its tests, now in tests/template/.
+    assert [name for name in SPREAD_MODULES if f"agent_server/{name}" in now] == []
+    assert sorted(name for name in now if name.startswith("tests/") and not name.startswith("tests/template/")) == [
+        "tests/conftest.py", "tests/test_my_agent.py", "tests/test_my_chat.py",
+    ]  # fmt: skip
+    assert "agent_server/middleware/request_guard.py" in now and "tests/template/support.py" in now
+    output = relock_and_test(
+        app, "tests/test_my_agent.py", "tests/test_my_chat.py", "tests/template/test_multiturn.py",
+        "tests/template/test_owner_hooks.py", "tests/template/test_config.py",
+    )  # fmt: skip
+    for test in ("test_my_agent.py::test_my_agent", "test_my_chat.py::test_my_chat"):
+        assert passed(test, output), test

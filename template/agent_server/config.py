@@ -6,7 +6,7 @@ it serves), each value is parsed and checked against its limits, and every modul
 A bad value is a ConfigurationError that names the variable, never a silent fall back to the default. Tests change
 settings in one way: set the variables, then `reload()` (the app's tests: their `app_settings` fixture). Each
 group is read on first use, so a bad setting of one part (memory, say) does not stop another part from reading
-its own. The README's Configuration table lists every variable declared here (tests/test_config.py checks both
+its own. The README's Configuration table lists every variable declared here (tests/template/test_config.py checks both
 ways). Stdlib only, and no import of the rest of the app, so every module may read it.
 """
 

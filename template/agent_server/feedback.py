@@ -9,7 +9,7 @@
 
 Every answer carries its trace's id (`custom_outputs.trace_id`, handlers.py). The feedback is recorded with
 `mlflow.log_feedback` as a `user_feedback` assessment whose source is HUMAN with the caller's identity (the
-one conversation memory reads: memory.owner_of), the same name and source the Databricks chat UI uses, so
+one conversation memory reads: identity.owner_of), the same name and source the Databricks chat UI uses, so
 `mlflow.search_traces` and `uv run evaluate --from-feedback` read both alike. One per user per trace: a
 second answer replaces the first (`mlflow.update_assessment`).
 
@@ -32,7 +32,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent_server import config, memory, tracing
+from agent_server import config, identity, tracing
 from agent_server.errors import BadRequest, error_response, quoted
 from agent_server.json_body import check_shown_text, small_json
 
@@ -48,7 +48,7 @@ FIELDS = ("trace_id", "value", "comment")
 @router.post("/feedback")
 async def give_feedback(request: Request) -> Response:
     try:
-        owner = memory.owner_of(request.headers)
+        owner = identity.owner_of(request.headers)
         limit = 4 * config.settings().traces.feedback_chars + 4096  # the comment, however escaped, and the rest
         trace_id, value, comment = checked(await small_json(request, limit, "feedback"))
     except BadRequest as error:
@@ -87,7 +87,7 @@ MAX_READ = 100
 @router.get("/feedback")
 async def read_feedback(request: Request) -> Response:
     try:
-        owner = memory.owner_of(request.headers)
+        owner = identity.owner_of(request.headers)
         trace_ids = list(dict.fromkeys(request.query_params.getlist("trace_id")))
         if len(trace_ids) > MAX_READ:
             raise BadRequest(f"At most {MAX_READ} trace ids at once; this asks {len(trace_ids)}.", "trace_id")

@@ -12,12 +12,14 @@ from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import agent, approved_calls, errors, guardrails, llm, mcp_connections, memory, request_state, tracing
+from agent_server import agent, errors, guardrails, llm, memory, tracing
 from agent_server.history import approvals, render_history
 from agent_server.logs import tool_failure
 from agent_server.memory.long_term import with_memory_tools
-from agent_server.offload import INLINE_ITEMS, cpu_work
+from agent_server.middleware import request_state
 from agent_server.output_items import ReplayableOutput, replayable_id, to_output_item, with_unique_call_ids
+from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
+from agent_server.tools import approved_calls, mcp_connections
 
 
 def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ time in the variable MCP_SERVERS, a JSON array of objects with `url` and optiona
 `databricks_auth` (true: the Databricks token the model uses), `headers_from_env` (header name ->
 the variable holding its value, so no secret is ever written in code or config) and
 `require_approval` (true, or a list of tool names: the user approves each call first; see
-history/approvals.py). Both lists are used. agent_server/mcp_connections.py connects to them.
+history/approvals.py). Both lists are used. agent_server/tools/mcp_connections.py connects to them.
 """
 
 from __future__ import annotations

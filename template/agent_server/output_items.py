@@ -30,8 +30,8 @@ from typing import Any
 from agents import Agent, Model
 from pydantic import BaseModel
 
-from agent_server import turn_starts
 from agent_server.history.tool_pairs import ID_PREFIXES, output_bound_call_id
+from agent_server.scheduling import turn_starts
 
 
 def new_id(item_type: str) -> str:

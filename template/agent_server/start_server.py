@@ -16,7 +16,7 @@ Logs go to stderr as agent_server/logs.py sets them up: LOG_LEVEL, and JSON line
 It listens on loopback (127.0.0.1) unless told otherwise (--host or HOST) or deployed
 (Databricks Apps sets DATABRICKS_APP_PORT): the app has no login of its own, so it is not
 offered to the network by default. Wherever it listens, the app itself answers only to the
-loopback host names unless ALLOWED_HOSTS names others (agent_server/browser_guard.py), as it
+loopback host names unless ALLOWED_HOSTS names others (agent_server/middleware/browser_guard.py), as it
 does under any server. Every setting is declared and checked in agent_server/config.py.
 """
 
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
         kept = memory.check_database()  # a database that is down or too new stops start-app here, in one line
     except config.ConfigurationError as error:
         sys.exit(f"start-app: {error}")
-    from agent_server.browser_guard import allowed_hosts  # starlette's, which serving loads anyway
+    from agent_server.middleware.browser_guard import allowed_hosts  # starlette's, which serving loads anyway
 
     if not is_loopback(args.host) and allowed_hosts() == LOOPBACK_HOSTS:
         # The app answers only to those names whatever it listens on (DNS rebinding: browser_guard.py); said here, so
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import uvicorn
 
-    from agent_server.head_deadline import HTTP_PROTOCOL
+    from agent_server.middleware.head_deadline import HTTP_PROTOCOL
 
     # Each process serving the app sends the traces it still holds as it stops (app.py's lifespan): uvicorn stops on
     # SIGINT or SIGTERM by raising the signal again, which skips atexit, and so MLflow's own flush.

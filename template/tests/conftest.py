@@ -1,17 +1,26 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Fixtures that run the real app (AgentServer, handlers, SDK) against the in-process offline model."""
+"""Fixtures that run the real app (AgentServer, handlers, SDK) against the in-process offline model.
+
+tests/ is yours: put your own tests here, in files of your own (named unlike the template's, as test_my_*.py).
+The template's tests are in tests/template/, which `copier update` keeps current. One `uv run pytest` runs both,
+with these fixtures, and `from support import Chat` (tests/template/support.py) works in your tests too.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from agent_server import config, llm
+
+# The template's tests and their helpers (support.py, ...), importable from every test, yours too.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "template"))
 
 
 class AppSettings:
@@ -126,7 +135,7 @@ def set_up_tracing_again() -> None:
 @pytest.fixture(scope="session", autouse=True)
 def conversation_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The tests' conversations go to a temporary SQLite file, whatever the app's `memory` answer, not to
-    ./conversations.db; tests/test_memory.py adds PostgreSQL when MEMORY_TEST_POSTGRES_URL names one."""
+    ./conversations.db; tests/template/test_memory.py adds PostgreSQL when MEMORY_TEST_POSTGRES_URL names one."""
     with pytest.MonkeyPatch.context() as patch:
         url = str(tmp_path_factory.mktemp("memory") / "conversations.db")
         patch.setenv("MEMORY_BACKEND", "sqlite")
@@ -139,7 +148,7 @@ def conversation_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
 def test_client_host() -> Iterator[None]:
     """The app in the tests' process answers to TestClient's host name, `testserver`, besides the loopback names
     (its servers in threads: support.ServerThread). Served, it answers only to the loopback names unless
-    ALLOWED_HOSTS says others (agent_server/browser_guard.py), and the apps the tests start inherit none of this
+    ALLOWED_HOSTS says others (middleware/browser_guard.py), and the apps the tests start inherit none of this
     (support.NOT_INHERITED)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ALLOWED_HOSTS", ",".join(("testserver", *config.LOOPBACK_HOSTS)))

@@ -15,7 +15,7 @@ So each item is rewritten into the one shape both modes accept, and what a real
 conversation breaks is repaired; only what no conversation could produce is a
 HistoryError, a 400 that names the item. Stdlib only, on purpose, so the rules can be
 read and tested on their own. docs/history-shapes.md shows every shape real clients send
-and its render (tests/history_catalogue.py).
+and its render (tests/template/history_catalogue.py).
 
 The package, one job a module:
 - render.py: each item on its own (render_each), and the whole history (render_history);

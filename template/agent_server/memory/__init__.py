@@ -13,39 +13,54 @@ The face the rest of the app uses. The package, one job a module:
 - schema.py: the tables and their forward-only migrations;
 - lakebase.py: Lakebase logins with OAuth tokens from the workspace;
 - api.py: the caller's conversations over HTTP (`/conversations`).
+
+Background runs (agent_server/runs/) reach the store only through this face: `transact` runs their transactions,
+on the tables named here.
 """
 
 from __future__ import annotations
 
-from agent_server.memory.database import check_database, close_memory, open_memory, store
+from agent_server.identity import LOCAL_OWNER, owner_of  # the caller's identity: agent_server/identity.py
+from agent_server.memory.database import check_database, close_memory, open_memory, store, transact
+from agent_server.memory.leases import HOLDER, INSTANCE, is_dead_predecessor
+from agent_server.memory.schema import conversations as conversations_table
+from agent_server.memory.schema import run_events as run_events_table
+from agent_server.memory.schema import runs as runs_table
 from agent_server.memory.settings import MemorySettings, enabled, settings
+from agent_server.memory.store import Unavailable
 from agent_server.memory.turns import (
     CONVERSATION_ID,
-    LOCAL_OWNER,
     History,
     MemoryFailure,
     Turn,
     conversation_id_of,
     keeps_own_history,
-    owner_of,
     start_turn,
 )
 
 __all__ = [
     "CONVERSATION_ID",
+    "HOLDER",
+    "INSTANCE",
     "LOCAL_OWNER",
     "History",
     "MemoryFailure",
     "MemorySettings",
     "Turn",
+    "Unavailable",
     "check_database",
     "close_memory",
     "conversation_id_of",
+    "conversations_table",
     "enabled",
+    "is_dead_predecessor",
     "keeps_own_history",
     "open_memory",
     "owner_of",
+    "run_events_table",
+    "runs_table",
     "settings",
     "start_turn",
     "store",
+    "transact",
 ]

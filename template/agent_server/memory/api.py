@@ -31,12 +31,12 @@ from fastapi.responses import JSONResponse
 from agent_server import llm
 from agent_server.errors import BadRequest, error_response, quoted
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
+from agent_server.identity import owner_of
 from agent_server.json_body import check_shown_text, small_json
 from agent_server.memory import statements
 from agent_server.memory.database import store
 from agent_server.memory.settings import enabled
 from agent_server.memory.store import Unavailable
-from agent_server.memory.turns import owner_of
 
 router = APIRouter(prefix="/conversations", include_in_schema=False)
 

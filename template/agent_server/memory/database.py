@@ -10,7 +10,9 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import sqlalchemy as sa
 
@@ -23,6 +25,8 @@ from agent_server.memory.lakebase import LakebaseToken
 from agent_server.memory.schema import SchemaTooNew
 from agent_server.memory.settings import settings
 from agent_server.memory.store import Store, Unavailable
+
+T = TypeVar("T")
 
 logger = logging.getLogger("agent_server.memory")
 
@@ -127,6 +131,12 @@ async def store() -> Store:
         except Exception as error:  # the workspace could not be asked: the database cannot be reached either
             raise BadRequest(f"Conversation memory is unavailable: no database token ({error}).", status=503) from None
     return _store
+
+
+async def transact(transaction: Callable[[sa.Connection], T], write: bool = False) -> T:
+    """`transaction` in one transaction of the open store (Store.run): how the rest of the app writes its own
+    tables (runs/store.py) through memory's face."""
+    return await (await store()).run(transaction, write=write)
 
 
 async def unwritable() -> str | None:

@@ -3,7 +3,7 @@
 every request while LONG_TERM_MEMORY is on (handlers.for_this_request), never by an edit to agent.py. An agent that
 already has a tool of either name keeps its own.
 
-Each acts for the request's caller alone: the identity memory.owner_of read from its headers (request_state's
+Each acts for the request's caller alone: the identity identity.owner_of read from its headers (request_state's
 owner), which a background run's replay carries as well (runs/execute.identity_headers). A request that names no one
 remembers and recalls nothing. The facts and their bounds are facts.py's. Each read and write is a span of the
 turn's trace, `memory.remember` and `memory.recall`; a failed store is told to the model, never a failed turn.
@@ -26,11 +26,11 @@ from typing import Any
 
 from agents import Agent, function_tool
 
-from agent_server import request_state
 from agent_server.errors import BadRequest
 from agent_server.memory import database, facts
 from agent_server.memory.settings import settings
 from agent_server.memory.store import Unavailable
+from agent_server.middleware import request_state
 
 logger = logging.getLogger("agent_server.memory")
 

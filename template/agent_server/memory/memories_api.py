@@ -6,7 +6,7 @@
     DELETE /memories/{id}   204
     DELETE /memories        {"deleted": n}
 
-Each answers for the caller's own facts only (memory.owner_of): another identity's id is a 404, as is an id that does
+Each answers for the caller's own facts only (identity.owner_of): another identity's id is a 404, as is an id that does
 not exist. They answer with LONG_TERM_MEMORY off too, so a user can still see and delete what was kept while it was
 on. With memory off (MEMORY_BACKEND=none) each is a 404 that says nothing is kept.
 """
@@ -20,12 +20,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server.errors import BadRequest, error_response
+from agent_server.identity import owner_of
 from agent_server.memory import facts
 from agent_server.memory.database import store
 from agent_server.memory.long_term import enabled as long_term_enabled
 from agent_server.memory.settings import enabled, settings
 from agent_server.memory.store import Unavailable
-from agent_server.memory.turns import owner_of
 
 router = APIRouter(prefix="/memories", include_in_schema=False)
 LISTED = 1000  # more than LONG_TERM_MEMORY_MAX_FACTS allows is never kept for long

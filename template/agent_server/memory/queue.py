@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from agent_server import turn_starts
 from agent_server.errors import BadRequest
 from agent_server.memory import turn_transactions
 from agent_server.memory.records import Busy, StoredItem, Unavailable
 from agent_server.memory.schema import turn_queue
 from agent_server.memory.settings import settings
+from agent_server.scheduling import turn_starts
 
 if TYPE_CHECKING:
     from agent_server.memory.store import Store

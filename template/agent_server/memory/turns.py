@@ -35,48 +35,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_server import config, llm
+from agent_server import llm
 from agent_server.errors import BadRequest
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
+from agent_server.identity import owner_of
 from agent_server.json_body import hides_text
 from agent_server.memory import database, leases, queue
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
 from agent_server.memory.settings import enabled, settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
-from agent_server.offload import INLINE_ITEMS, cpu_work
+from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
 
 logger = logging.getLogger("agent_server.memory")
 
 CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
-LOCAL_OWNER = "local"
-MAX_OWNER = 320  # the owner column's width (schema.py): an identity, whole, as a user's e-mail address can be
-
-
-def owner_of(headers: Mapping[str, str]) -> str:
-    """The caller's identity, which owns its conversations (see the module docstring): exactly as the trusted
-    header says it, or a 4xx. Never cut: two identities that share their first MAX_OWNER characters are two."""
-    if config.settings().deployment.on_databricks_apps:  # behind the Databricks Apps proxy, which sets these
-        names: tuple[str, ...] = ("x-forwarded-user", "x-forwarded-email")
-        named = "X-Forwarded-User or X-Forwarded-Email"
-    elif config.settings().memory.user_header:  # read with memory off too: feedback checks whose a trace is
-        names = (config.settings().memory.user_header or "",)
-        named = names[0]
-    else:
-        return LOCAL_OWNER
-    for name in names:
-        values = headers.getlist(name) if hasattr(headers, "getlist") else [headers[name]] if name in headers else []
-        if len(values) > 1:
-            raise BadRequest(
-                f"The request carries {name} {len(values)} times: the proxy in front of the app must replace the "
-                "client's identity header, not add its own beside it.",
-                status=400,
-            )
-        if values and values[0].strip():
-            owner = values[0].strip()
-            if len(owner) > MAX_OWNER:
-                raise BadRequest(f"The caller's identity ({name}) is {len(owner)} characters; at most {MAX_OWNER}.")
-            return owner
-    raise BadRequest(f"This app keeps conversations per user, and the request names none ({named}).", status=401)
 
 
 def conversation_id_of(body: Mapping[str, Any]) -> str | None:

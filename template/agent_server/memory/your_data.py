@@ -7,7 +7,7 @@
     DELETE /me          {"deleted": {"conversations", "items", "runs", "run_events", "memories", "approval_answers"},
                         "about"}: all of it, in one transaction
 
-Both answer for the caller alone (memory.owner_of), and read or delete by owner in every statement. What the app
+Both answer for the caller alone (identity.owner_of), and read or delete by owner in every statement. What the app
 keeps elsewhere is named, not copied: each answer's MLflow trace (the turn's inputs and outputs, and the feedback
 given on it, as its `user_feedback` assessment) is listed by id in `trace_ids`; traces stay in MLflow, pruned by
 its own limits (TRACES_MAX_AGE_DAYS locally), and DELETE /me does not reach them. With memory off nothing is kept
@@ -29,12 +29,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from agent_server.errors import BadRequest, error_response
+from agent_server.identity import owner_of
 from agent_server.memory import facts, turn_transactions
 from agent_server.memory.database import store
 from agent_server.memory.schema import approval_answers, conversations, items, run_events, runs, turn_queue
 from agent_server.memory.settings import enabled
 from agent_server.memory.store import Store, Unavailable
-from agent_server.memory.turns import owner_of
 
 logger = logging.getLogger("agent_server.memory")
 router = APIRouter(prefix="/me", include_in_schema=False)

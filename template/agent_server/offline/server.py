@@ -29,7 +29,7 @@ from agent_server.offline.validation import (
     describe,
     validate_schema,
 )
-from agent_server.offload import INLINE_BYTES, cpu_work
+from agent_server.scheduling.offload import INLINE_BYTES, cpu_work
 
 BASE_URL = "http://offline-model/v1"
 API_KEY = "offline"

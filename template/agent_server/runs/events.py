@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from agent_server.responses_shapes import response_fields, withheld
+from agent_server.middleware.responses_shapes import response_fields, withheld
 from agent_server.runs.store import Run
 
 TERMINAL_EVENTS = {

@@ -21,15 +21,12 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Scope
 
 from agent_server import config, memory
-from agent_server.asgi import replaying
 from agent_server.errors import BadRequest, client_param, error_body, status_and_message
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
-from agent_server.memory import database
-from agent_server.memory.leases import HOLDER
-from agent_server.memory.store import Unavailable
-from agent_server.request_guard import RUN_ATTEMPT_KEY, STATE_KEY
-from agent_server.request_state import RunAttempt
-from agent_server.responses_shapes import OUTPUT_INDEX_KEY, items_announced, unfinished
+from agent_server.memory import HOLDER, Unavailable
+from agent_server.middleware import RUN_ATTEMPT_KEY, STATE_KEY, replaying
+from agent_server.middleware.request_state import RunAttempt
+from agent_server.middleware.responses_shapes import OUTPUT_INDEX_KEY, items_announced, unfinished
 from agent_server.runs import events, store
 from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed
 from agent_server.runs.store import Run
@@ -107,7 +104,7 @@ def stopped_output(live: LiveRun, first_event: int = 0, first_call: int = 0) -> 
 
 
 def identity_headers(owner: str) -> dict[str, str]:
-    """Headers that name `owner` to memory (turns.owner_of), for a run resumed with no request of its own."""
+    """Headers that name `owner` to memory (identity.owner_of), for a run resumed with no request of its own."""
     deployment = config.settings().deployment
     if deployment.on_databricks_apps:
         return {"x-forwarded-user": owner}
@@ -231,7 +228,7 @@ async def end(live: LiveRun, output: list[dict[str, Any]] | None = None) -> None
     if not live.started.done():  # it failed before it began: the request that made it answers with the run
         live.started.set_result(None)
     try:
-        await (await database.store()).run(store.finish(run), write=True)
+        await memory.transact(store.finish(run), write=True)
     except (Unavailable, BadRequest) as error:  # its heartbeat stops: another process finds it and ends it
         logger.warning("runs: could not store the end of run %s: %s", run.id, error)
     live.close()
@@ -249,12 +246,12 @@ async def _forget(live: LiveRun) -> None:
     RUNNING.pop(live.run.id, None)
     live.close()
     with contextlib.suppress(Unavailable, BadRequest):
-        await (await database.store()).run(store.delete(live.run.id), write=True)
+        await memory.transact(store.delete(live.run.id), write=True)
 
 
 async def _hand_over(live: LiveRun) -> None:
     await live.flush_all()
     with contextlib.suppress(Unavailable, BadRequest):
-        await (await database.store()).run(store.hand_over(HOLDER, [live.run.id]), write=True)
+        await memory.transact(store.hand_over(HOLDER, [live.run.id]), write=True)
     live.close()
     RUNNING.pop(live.run.id, None)

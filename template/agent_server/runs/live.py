@@ -18,10 +18,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agent_server import config
+from agent_server import config, memory
 from agent_server.errors import ModelFailure
-from agent_server.memory import database
-from agent_server.memory.store import Unavailable
+from agent_server.memory import Unavailable
 from agent_server.runs import events, store
 from agent_server.runs.store import Run
 
@@ -85,7 +84,7 @@ class LiveRun:
         """Written at once: after a crash, a call that was running is known, and not made again unasked."""
         self.run.started_calls.append(item)
         try:
-            await (await database.store()).run(store.started_calls(self.run), write=True)
+            await memory.transact(store.started_calls(self.run), write=True)
         except Unavailable as error:
             logger.warning("runs: could not store a tool call of run %s: %s", self.run.id, error)
 
@@ -117,7 +116,7 @@ class LiveRun:
             if not pending and status is None:
                 return True
             try:
-                await (await database.store()).run(store.append(self.run.id, first, pending, status), write=True)
+                await memory.transact(store.append(self.run.id, first, pending, status), write=True)
             except Unavailable as error:  # kept in memory, and written with the next batch
                 logger.warning("runs: could not store %d events of run %s: %s", len(pending), self.run.id, error)
                 return False
@@ -169,8 +168,8 @@ async def follow_stored(run_id: str, owner: str, cursor: int, running: dict[str,
             async for framed in live.follow(cursor):
                 yield framed
             return
-        current = await (await database.store()).run(store.get(owner, run_id))
-        found = await (await database.store()).run(store.events_after(run_id, cursor))
+        current = await memory.transact(store.get(owner, run_id))
+        found = await memory.transact(store.events_after(run_id, cursor))
         for seq, data in found:
             cursor = seq
             yield events.framed(data)

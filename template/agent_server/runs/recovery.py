@@ -27,8 +27,7 @@ import sqlalchemy as sa
 
 from agent_server import config, llm, memory
 from agent_server.errors import BadRequest
-from agent_server.memory import database, leases
-from agent_server.memory.store import Unavailable
+from agent_server.memory import HOLDER, INSTANCE, Unavailable, is_dead_predecessor
 from agent_server.runs import execute, store
 from agent_server.runs.store import Run
 
@@ -56,8 +55,8 @@ async def open_runs() -> None:
     """At start-up (with memory on): resume what this instance's dead processes left, then keep beating."""
     global _beating
     await prune()
-    mine: list[Run] = await _safely(store.held_by_instance(leases.INSTANCE), [])
-    await _claim([run for run in mine if leases.is_dead_predecessor(f"{run.holder}/")])
+    mine: list[Run] = await _safely(store.held_by_instance(INSTANCE), [])
+    await _claim([run for run in mine if is_dead_predecessor(f"{run.holder}/")])
     _beating = asyncio.get_running_loop().create_task(_keep_beating(), name="runs-heartbeat")
 
 
@@ -103,7 +102,7 @@ async def beat() -> None:
     """One heartbeat: this process's runs kept, their cancels picked up, orphans claimed."""
     now = time.time()
     if execute.RUNNING:
-        beating = store.heartbeat(leases.HOLDER, list(execute.RUNNING), now + hold_seconds())
+        beating = store.heartbeat(HOLDER, list(execute.RUNNING), now + hold_seconds())
         cancelled: list[str] = await _safely(beating, [])
         for run_id in cancelled:
             live = execute.RUNNING.get(run_id)
@@ -117,7 +116,7 @@ async def _claim(orphans: list[Run]) -> None:
     for run in orphans:
         if run.id in execute.RUNNING:
             continue
-        if not await _safely(store.claim(run, leases.HOLDER, time.time() + hold_seconds()), False):
+        if not await _safely(store.claim(run, HOLDER, time.time() + hold_seconds()), False):
             continue  # another process took it first
         earlier = [data for _seq, data in await _all_events(run.id)]
         run.attempts += 1
@@ -150,7 +149,7 @@ async def prune() -> None:
 async def _safely(transaction: Callable[[sa.Connection], T], fallback: T) -> T:
     """One transaction; with the database down, `fallback` (the next beat tries again)."""
     try:
-        return await (await database.store()).run(transaction, write=True)
+        return await memory.transact(transaction, write=True)
     except (Unavailable, BadRequest) as error:
         logger.warning("runs: %s", error)
         return fallback

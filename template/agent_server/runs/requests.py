@@ -32,13 +32,11 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agent_server import memory
-from agent_server.asgi import HttpMiddleware, replaying
+from agent_server import identity, memory
 from agent_server.errors import BadRequest, error_response
-from agent_server.memory import database
-from agent_server.memory.leases import HOLDER
-from agent_server.memory.store import Unavailable
-from agent_server.request_guard import GUARDED_PATHS, checked_body, read_body
+from agent_server.memory import HOLDER, Unavailable
+from agent_server.middleware import GUARDED_PATHS, HttpMiddleware, read_body, replaying
+from agent_server.middleware.request_guard import checked_body
 from agent_server.runs import events, execute, store
 from agent_server.runs.live import LiveRun, follow_stored
 from agent_server.runs.recovery import hold_seconds
@@ -102,7 +100,7 @@ def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
 
 
 async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: bytes, path: str) -> Response:
-    owner = memory.owner_of(headers)
+    owner = identity.owner_of(headers)
     conversation_id = memory.conversation_id_of(body)
     answer_as = {field: body.pop(field, False) for field in RUN_FIELDS}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -119,7 +117,7 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: byt
         f"resp_{uuid.uuid4().hex}", owner, conversation_id, key, digest, body, bool(answer_as["background"]),
         holder=HOLDER, heartbeat_until=now + hold_seconds(), created_at=now,
     )  # fmt: skip
-    found = await (await database.store()).run(store.create(new), write=True)
+    found = await memory.transact(store.create(new), write=True)
     if found.id != new.id:  # the key's run
         if found.body_hash != digest:
             message = f"The Idempotency-Key {key!r} was used for another request; use a new key for this one."
@@ -166,7 +164,7 @@ async def stored_output(run_id: str) -> list[dict[str, Any]]:
     finished items so far."""
     found: list[str] = []
     cursor = -1
-    while batch := await (await database.store()).run(store.events_after(run_id, cursor)):
+    while batch := await memory.transact(store.events_after(run_id, cursor)):
         found.extend(data for _seq, data in batch)
         cursor = batch[-1][0]
     last = json.loads(found[-1]) if found else {}
@@ -190,4 +188,4 @@ def event_stream(source: AsyncIterator[bytes]) -> StreamingResponse:
 
 
 async def _read(run: Run) -> Run | None:
-    return await (await database.store()).run(store.get(run.owner, run.id))
+    return await memory.transact(store.get(run.owner, run.id))

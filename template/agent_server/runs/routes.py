@@ -18,9 +18,10 @@ import re
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from agent_server import memory
 from agent_server.errors import BadRequest, error_response, quoted
-from agent_server.memory import database, enabled, owner_of
-from agent_server.memory.store import Unavailable
+from agent_server.identity import owner_of
+from agent_server.memory import Unavailable, enabled
 from agent_server.runs import events, execute, store
 from agent_server.runs.requests import event_stream, follow, stored_output
 from agent_server.runs.store import FINAL, Run
@@ -59,7 +60,7 @@ async def cancel_run(run_id: str, request: Request) -> Response:
                 live.cancel_requested = True
                 live.task.cancel()
             else:  # another process runs it: its next heartbeat stops it
-                await (await database.store()).run(store.request_cancel(run.owner, run.id), write=True)
+                await memory.transact(store.request_cancel(run.owner, run.id), write=True)
             await _until_ended(run)
         return await _described(await _owned(run_id, request))
     except BadRequest as error:
@@ -75,7 +76,7 @@ async def _owned(run_id: str, request: Request) -> Run:
     owner = owner_of(request.headers)
     if live is not None and live.run.owner == owner:
         return live.run
-    found = await (await database.store()).run(store.get(owner, run_id))
+    found = await memory.transact(store.get(owner, run_id))
     if found is None:
         raise BadRequest(f"You have no response {quoted(run_id)}.", status=404)
     return found
@@ -99,7 +100,7 @@ async def _until_ended(run: Run) -> None:
     loop = asyncio.get_running_loop()
     due = loop.time() + CANCEL_WAIT_SECONDS
     while loop.time() < due:
-        found = await (await database.store()).run(store.get(run.owner, run.id))
+        found = await memory.transact(store.get(run.owner, run.id))
         if found is None or found.status in FINAL:
             return
         await asyncio.sleep(0.25)

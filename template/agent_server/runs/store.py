@@ -13,7 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent_server import config
-from agent_server.memory.schema import conversations, run_events, runs
+from agent_server.memory import conversations_table as conversations
+from agent_server.memory import run_events_table as run_events
+from agent_server.memory import runs_table as runs
 
 ACTIVE = ("queued", "in_progress")
 FINAL = ("completed", "failed", "cancelled", "incomplete")

@@ -1,0 +1,7 @@
+# Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
+"""The agent's tools as the app runs them (the owner declares them: agent.py, mcp_servers.py).
+
+- mcp_connections.py: the connections to the declared MCP servers: opened once, left out while they fail;
+- approved_calls.py: the calls the user approved, each run at most once, however often its approval comes back;
+- approval_answers.py: the first answer to each approval request, kept, and final in every replay.
+"""
