@@ -140,7 +140,8 @@ def main() -> None:
     base = {key: value for key, value in os.environ.items() if not key.startswith(DROPPED)}
     rows, delays = [], []
     tools_port = free_port()
-    serve_tools = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({tools_port})"
+    support = "import sys; sys.path.insert(0, 'tests/template'); import support"
+    serve_tools = f"{support}; support.serve_mcp_tools({tools_port})"
     tools = start([str(app / ".venv" / "bin" / "python"), "-c", serve_tools], base, folder / "tools.log", cwd=app)
     try:
         wait_healthy(f"http://127.0.0.1:{tools_port}", tools, "/mcp")

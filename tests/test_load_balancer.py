@@ -115,7 +115,7 @@ def cluster(renders, tmp_path_factory) -> Iterator[Cluster]:
     uv("sync", "--locked", "--dev", "--no-config", cwd=app)  # the MCP server below runs the app's tests' support
     logs = tmp_path_factory.mktemp("load-balancer")
     tools_port = free_port()
-    serve = f"import sys; sys.path.insert(0, 'tests'); import support; support.serve_mcp_tools({tools_port})"
+    serve = f"import sys; sys.path.insert(0, 'tests/template'); import support; support.serve_mcp_tools({tools_port})"
     tools = f"http://127.0.0.1:{tools_port}"
     with (
         PostgresServer() as postgres,
