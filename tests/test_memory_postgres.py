@@ -69,6 +69,7 @@ def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
             "tests/template/test_approval_answers.py",
             "tests/template/test_ordered_turns.py",
             "tests/template/test_long_term_memory.py",
+            "tests/template/test_rate_limits.py",
         ],
         cwd=app,
         env=clean_env(MEMORY_TEST_POSTGRES_URL=postgres.url),

@@ -224,7 +224,8 @@ class MemoryVariables:
 class RunSettings:  # background runs and idempotent requests (agent_server/runs/), in memory's database
     max_age_hours: float = setting("RUNS_MAX_AGE_HOURS", number(), 24.0, "a run and its events are kept this long")
     max_event_bytes: int = setting("RUNS_MAX_EVENT_BYTES", number(integer=True), 8 * MIB, "one run's stream, stored")
-    grace_seconds: float = setting("RUNS_SHUTDOWN_GRACE_SECONDS", number(allow_zero=True), 20.0, "then hand over")
+    # Databricks Apps kills an app 15 s after SIGTERM: 10 leaves the time to hand runs over and send traces.
+    grace_seconds: float = setting("RUNS_SHUTDOWN_GRACE_SECONDS", number(allow_zero=True), 10.0, "then hand over")
 
 
 @dataclass(frozen=True)

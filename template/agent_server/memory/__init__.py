@@ -9,6 +9,7 @@ The face the rest of the app uses. The package, one job a module:
 - store.py: the store's transactions (SQLite or PostgreSQL, through SQLAlchemy) and the turn lease;
 - leases.py: leases that name their holder, renewed while their turns run, so a dead holder's are freed;
 - queue.py: a turn of a busy conversation waits, and runs after the turns that came before it;
+- rate_counts.py: each identity's turns counted on PostgreSQL, so RATE_LIMIT_* hold across instances;
 - schema.py: the tables and their forward-only migrations;
 - lakebase.py: Lakebase logins with OAuth tokens from the workspace;
 - api.py: the caller's conversations over HTTP (`/conversations`);

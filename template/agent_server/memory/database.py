@@ -108,6 +108,9 @@ def private_sqlite_file(path: str) -> None:
 
 async def close_memory() -> None:
     global _store, _leases
+    from agent_server.memory import rate_counts  # it reaches the store through this module
+
+    await rate_counts.stop()
     if _leases is not None:
         await _leases.stop()
         _leases = None

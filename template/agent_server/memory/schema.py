@@ -11,6 +11,8 @@ Two keep approvals (approval_store.py): `agent_approval_keys`, the key that sign
 `agent_turn_queue` holds the turns that wait for a busy conversation, in the order they came (queue.py).
 `agent_memories` holds long-term memory's facts, each its owner's (facts.py), searched with SQLite's FTS5
 (`agent_memories_search`) or PostgreSQL's full-text index on the same words.
+`agent_rate_limits` and `agent_turns_running` count each identity's turns on PostgreSQL, for every instance
+(rate_counts.py).
 `agent_memory_schema` holds the schema version.
 
 The schema changes only forward: MIGRATIONS[n] takes a database from version n-1 to n, and
@@ -171,9 +173,31 @@ def _version_6(connection: sa.Connection) -> None:
         connection.execute(sa.text(statement))
 
 
+rate_limits = sa.Table(
+    "agent_rate_limits",
+    metadata,
+    sa.Column("owner", sa.String(320), primary_key=True),
+    sa.Column("tokens", sa.Float, nullable=False),  # the identity's token bucket (RATE_LIMIT_TURNS_PER_MINUTE)
+    sa.Column("at", sa.Float, nullable=False, index=True),  # when it was last counted, in seconds since the epoch
+)
+turns_running = sa.Table(
+    "agent_turns_running",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.String(320), nullable=False, index=True),
+    sa.Column("holder", sa.String(64), nullable=False, index=True),  # the process running it (leases.HOLDER)
+    sa.Column("expires_at", sa.Float, nullable=False),  # renewed while it runs: a dead holder's turn stops counting
+)
+
+
+def _version_7(connection: sa.Connection) -> None:
+    metadata.create_all(connection, tables=[rate_limits, turns_running])
+
+
 MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3, 4: _version_4}
 MIGRATIONS[5] = _version_5  # the turn queue
 MIGRATIONS[6] = _version_6  # long-term memory
+MIGRATIONS[7] = _version_7  # rate limits counted in the store, for every instance
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 

@@ -11,13 +11,16 @@ gets the 401 or 400 memory gives it, with memory off too: it would be counted ag
 With either limit set, an identity's turns also share the event loop fairly (fair_steps.py): while the turn of an
 identity with fewer turns running is busy, the steps of those with more wait.
 
-Kept per process, in memory: a check costs no I/O, and adds nothing to a turn's trips to the store. So with W
-worker processes (or instances) an identity may have up to W times the numbers: set them per process. Shared
-counts in the store would cost every turn a round trip or two to the database.
+With memory on PostgreSQL, the counts are the store's (memory/rate_counts.py), so the limits hold across every
+worker and instance on the database: a turn with a limit set pays a transaction for it (one more statement as it
+ends, with RATE_LIMIT_CONCURRENT_TURNS), and one with none pays nothing. With SQLite or no store they are kept per
+process, in memory: with W worker processes (or instances) an identity may have up to W times the numbers.
+The fair shares of the event loop are each process's own either way.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import OrderedDict
@@ -28,8 +31,11 @@ from starlette.types import Receive, Scope, Send
 
 from agent_server import config, identity
 from agent_server.errors import HttpError, error_response
+from agent_server.memory import Unavailable, rate_counts
 from agent_server.middleware import GUARDED_PATHS, HttpMiddleware
 from agent_server.scheduling import fair_steps
+
+logger = logging.getLogger("agent_server.rate_limits")
 
 MAX_IDENTITIES = 10_000  # buckets and loads kept, each: the least recently used go first (a full bucket is a new one)
 LOAD_SECONDS = 1.0  # how long an identity's load (its turns running) takes to fall as they end, about
@@ -131,7 +137,7 @@ class FairShares(HttpMiddleware):
             why = f"{error} Each user's turns are limited (RATE_LIMIT_*), so a turn must name its user."
             await error_response(error.status, why, error.param)(scope, receive, send)
             return
-        refused = SHARES.claim(owner, limits.turns_per_minute, limits.turns_at_once, time.monotonic())
+        refused, counted = await _claim(owner, limits.turns_per_minute, limits.turns_at_once)
         if refused is not None:
             why, wait = refused
             message = f"Too many turns: this app gives each user {why}. Try again in {wait} s."
@@ -142,3 +148,20 @@ class FairShares(HttpMiddleware):
             await self.app(scope, receive, send)
         finally:
             SHARES.release(owner)
+            if counted is not None:
+                await rate_counts.release(counted)
+
+
+async def _claim(owner: str, per_minute: int, at_once: int) -> tuple[tuple[str, int] | None, str | None]:
+    """(why not, None), or (None, the store's row of the turn, if it keeps one): the store's counts with memory on
+    PostgreSQL, else this process's. Either way the turn counts in this process's loads (fair_steps.py)."""
+    if rate_counts.shared():
+        try:
+            refused, counted = await rate_counts.claim(owner, per_minute, at_once)
+        except Unavailable as error:  # counted here: the turn itself will say what the store does
+            logger.warning("rate limits: counted in this process, the store failed: %s", error)
+        else:
+            if refused is None:
+                SHARES.claim(owner, 0, 0, time.monotonic())
+            return refused, counted
+    return SHARES.claim(owner, per_minute, at_once, time.monotonic()), None

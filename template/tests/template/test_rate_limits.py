@@ -4,13 +4,20 @@ over either, and no other identity's turn refused for it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
+import os
+import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
+import sqlalchemy as sa
+import sqlalchemy.ext.asyncio as sa_async
 from agents import Agent, function_tool
 from conftest import AppSettings
 from support import ServerThread, reply_text
@@ -138,3 +145,70 @@ def test_an_identitys_load_is_its_turns_running_at_once_and_falls_over_about_a_s
     assert shares.load_of("ada", now=120.0) == 2.0
     assert shares.load_of("ada", now=121.0) == pytest.approx(2 * math.exp(-1), rel=1e-6), "what it ran still counts"
     assert shares.load_of("bob", now=121.0) == 0.0
+
+
+BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
+
+
+@pytest.fixture(params=BACKENDS)
+def on_store(request: pytest.FixtureRequest, app_settings: AppSettings, api_mode: str, tmp_path) -> Iterator[str]:
+    """The app on SQLite, and on PostgreSQL when MEMORY_TEST_POSTGRES_URL names one; yields the database URL."""
+    url = str(tmp_path / "conversations.db") if request.param == "sqlite" else os.environ["MEMORY_TEST_POSTGRES_URL"]
+    app_settings.setenv("MEMORY_BACKEND", request.param)
+    app_settings.setenv("MEMORY_DATABASE_URL", url)
+    app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
+    yield url
+
+
+def in_database(url: str, statement: str, **values: object) -> list[tuple]:
+    """One statement on the app's database, as another instance's transaction would be."""
+
+    async def run() -> list[tuple]:
+        engine = sa_async.create_async_engine(url.replace("postgresql://", "postgresql+asyncpg://"))
+        try:
+            async with engine.begin() as connection:
+                result = await connection.execute(sa.text(statement), values)
+                return list(result) if result.returns_rows else []
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def test_on_postgres_an_identitys_turns_are_counted_for_every_instance_and_with_sqlite_per_process(
+    on_store, app_settings
+):
+    """With memory on PostgreSQL, turns another instance took (its bucket's tokens, its running turns, as rows in the
+    store) count here; a running turn whose process died stops counting as its row runs out. With SQLite the
+    counts are this process's alone, and the store keeps none."""
+    from agent_server.app import app
+
+    app_settings.setenv("RATE_LIMIT_TURNS_PER_MINUTE", "3")
+    ada = someone()
+    owner = ada["x-test-user"]
+    with ServerThread(app) as url:
+        assert [turn(url, ada).status_code for _ in range(2)] == [200, 200]
+        if not on_store.startswith("postgresql"):
+            with contextlib.closing(sqlite3.connect(on_store)) as database:
+                assert database.execute("SELECT * FROM agent_rate_limits").fetchall() == [], "none kept in the store"
+            assert turn(url, ada).status_code == 200 and turn(url, ada).status_code == 429, "3 a minute, here"
+            return
+        [(tokens,)] = in_database(on_store, "SELECT tokens FROM agent_rate_limits WHERE owner = :o", o=owner)
+        assert 0.9 < tokens < 1.1, "two of its three tokens taken, in the store"
+        in_database(on_store, "UPDATE agent_rate_limits SET tokens = 0 WHERE owner = :o", o=owner)  # another's turn
+        refused = turn(url, ada)
+        assert refused.status_code == 429 and "RATE_LIMIT_TURNS_PER_MINUTE" in refused.text, refused.text
+        assert 1 <= int(refused.headers["retry-after"]) <= 20
+
+        app_settings.setenv("RATE_LIMIT_TURNS_PER_MINUTE", "0")
+        app_settings.setenv("RATE_LIMIT_CONCURRENT_TURNS", "1")
+        running = "INSERT INTO agent_turns_running VALUES (:id, :o, 'elsewhere:1', :until)"
+        in_database(on_store, running, id=f"elsewhere:1/{uuid.uuid4().hex}", o=owner, until=time.time() + 30)
+        refused = turn(url, ada)
+        assert refused.status_code == 429 and "RATE_LIMIT_CONCURRENT_TURNS" in refused.text, refused.text
+        in_database(
+            on_store, "UPDATE agent_turns_running SET expires_at = :t WHERE owner = :o", t=time.time() - 1, o=owner
+        )
+        assert turn(url, ada).status_code == 200, "a turn whose process stopped renewing it counts no more"
+        left = in_database(on_store, "SELECT holder FROM agent_turns_running WHERE owner = :o", o=owner)
+        assert left == [("elsewhere:1",)], "the app's own turn gave its row back as it ended"
