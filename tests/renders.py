@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import copier
-from servers import clean_env
+from servers import ServerProcess, clean_env, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template"
@@ -105,3 +107,15 @@ def load_module(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def served_offline(app: Path, api_mode: str, name: str) -> Iterator[tuple[ServerProcess, Path]]:
+    """The render's `start-app`, installed as locked, on a loopback port with the offline model in `api_mode`; and
+    the file its output goes to, which a test reads afterwards."""
+    uv("sync", "--locked", "--no-config", cwd=app)
+    port, log = free_port(), app / f"start-app-{name}-{api_mode}.log"
+    args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)]
+    env = clean_env(LLM_PROVIDER="offline", LLM_API=api_mode)
+    with ServerProcess(args, env, f"http://127.0.0.1:{port}/health", cwd=app, log=log) as server:
+        yield server, log

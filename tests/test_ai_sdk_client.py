@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from renders import API_MODES, clean_env, uv
-from servers import ServerProcess, free_port, node_client
+from renders import API_MODES, served_offline
+from servers import node_client
 
 CLIENT = Path(__file__).parent / "ai_sdk_client"
 PROMPTS = ["Hello", "What time is it?", "Thanks"]
@@ -33,12 +33,7 @@ pytestmark = pytest.mark.xdist_group("ai-sdk-client")
 
 @pytest.fixture(scope="module", params=API_MODES)
 def served_app(request, renders) -> Iterator[tuple[str, Path]]:
-    app = renders["defaults"]
-    uv("sync", "--locked", "--no-config", cwd=app)
-    port, log = free_port(), app / f"start-app-ai-sdk-{request.param}.log"
-    args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)]
-    env = clean_env(LLM_PROVIDER="offline", LLM_API=request.param)
-    with ServerProcess(args, env, f"http://127.0.0.1:{port}/health", cwd=app, log=log) as server:
+    with served_offline(renders["defaults"], request.param, "ai-sdk") as (server, log):
         yield server.url, log
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import servers
-from renders import API_MODES, clean_env, uv
-from servers import ServerProcess, free_port
+from renders import API_MODES, served_offline
+from servers import ServerProcess
 
 PROMPTS = ["Hello", "What time is it?", "Thanks", "What time is it now?"]
 REPLIES = [
@@ -33,12 +33,7 @@ pytestmark = pytest.mark.xdist_group("chat-ui-client")
 @pytest.fixture(scope="module", params=API_MODES)
 def served_app(request, renders) -> Iterator[tuple[str, ServerProcess, Path]]:
     """`start-app` on a loopback port; its output goes to a file the test reads afterwards."""
-    app = renders["defaults"]
-    uv("sync", "--locked", "--no-config", cwd=app)
-    port, log = free_port(), app / f"start-app-{request.param}.log"
-    args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)]
-    env = clean_env(LLM_PROVIDER="offline", LLM_API=request.param)
-    with ServerProcess(args, env, f"http://127.0.0.1:{port}/health", cwd=app, log=log) as server:
+    with served_offline(renders["defaults"], request.param, "chat-ui") as (server, log):
         yield server.url, server, log
 
 
