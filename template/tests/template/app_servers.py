@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import itertools
 import json
 import os
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,19 @@ class ServerThread:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def served_with_memory(app_settings: Any, folder: Path) -> Iterator[str]:
+    """The app over real HTTP (ServerThread: a streamed answer as it comes), its conversations in a SQLite file in
+    `folder`, each caller named by the x-test-user header."""
+    app_settings.setenv("MEMORY_BACKEND", "sqlite")
+    app_settings.setenv("MEMORY_DATABASE_URL", str(folder / "conversations.db"))
+    app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
+    from agent_server.app import app
+
+    with ServerThread(app) as url:
+        yield url
 
 
 START_APP = str(Path(sys.executable).with_name("start-app"))

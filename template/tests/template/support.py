@@ -25,6 +25,7 @@ from app_servers import (  # noqa: F401  (the tests import them from here, as th
     free_port,
     mcp_tool_server,
     serve_mcp_tools,
+    served_with_memory,
     wait_until_answering,
 )
 

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 import sqlalchemy.ext.asyncio as sa_async
 from agents import Agent, function_tool
 from conftest import AppSettings
-from support import ServerThread, reply_text
+from support import ServerThread, reply_text, served_with_memory
 
 from agent_server import llm
 from agent_server.middleware.rate_limits import Shares
@@ -33,12 +33,7 @@ def someone() -> dict[str, str]:
 
 @pytest.fixture
 def served(app_settings: AppSettings, api_mode: str, tmp_path) -> Iterator[str]:
-    app_settings.setenv("MEMORY_BACKEND", "sqlite")
-    app_settings.setenv("MEMORY_DATABASE_URL", str(tmp_path / "conversations.db"))
-    app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
-    from agent_server.app import app
-
-    with ServerThread(app) as url:
+    with served_with_memory(app_settings, tmp_path) as url:
         yield url
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import AppSettings
-from support import ServerThread, sse_events
+from support import served_with_memory, sse_events
 from test_runs import SlowTool
 
 from agent_server.history.tool_pairs import ID_PREFIXES
@@ -27,12 +27,7 @@ ADDED, DONE = "response.output_item.added", "response.output_item.done"
 
 @pytest.fixture
 def served(app_settings: AppSettings, api_mode: str, tmp_path) -> Iterator[str]:
-    app_settings.setenv("MEMORY_BACKEND", "sqlite")
-    app_settings.setenv("MEMORY_DATABASE_URL", str(tmp_path / "conversations.db"))
-    app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
-    from agent_server.app import app
-
-    with ServerThread(app) as url:
+    with served_with_memory(app_settings, tmp_path) as url:
         yield url
 
 
