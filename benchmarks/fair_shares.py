@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import cli
 import httpx
 from serve import CLIENT_CORE, DROPPED, HISTORY, SERVER_CORE, free_port, publish
 
@@ -187,17 +188,13 @@ async def main_async(args: argparse.Namespace) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--app", help="the rendered, synced app (required)")
-    parser.add_argument("--label", default="HEAD")
+    parser = cli.arguments(__doc__, "fair-shares", app=False)
     parser.add_argument("--requests", type=int, default=60, help="B's turns in each half of a cell")
     parser.add_argument("--rounds", type=int, default=4, help="alone, then flooded, this many times in a cell")
     parser.add_argument("--model-delay", type=float, default=0.5, help="seconds the stub takes to answer a call")
     parser.add_argument(
         "--turns-per-minute", type=int, default=600, help="RATE_LIMIT_TURNS_PER_MINUTE: B's own turns must fit in it"
     )
-    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
-    parser.add_argument("--command", default="scripts/benchmark fair-shares")
     parser.add_argument("--flood", metavar="URL", help=argparse.SUPPRESS)  # A's flood, run by the benchmark
     args = parser.parse_args()
     if args.flood:

@@ -16,7 +16,6 @@ Prints a Markdown section for RESULTS.md (with --write, replaces that section in
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime
 import json
@@ -30,6 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
+import cli
 import httpx
 from serve import DROPPED, free_port, publish
 
@@ -45,19 +45,6 @@ CONCURRENCY, SECONDS, RUNS = 16, 20, 8
 def start(command: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> subprocess.Popen:
     with log.open("wb") as out:
         return subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
-
-
-def wait_healthy(url: str, process: subprocess.Popen, path: str = "/health") -> None:
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            if httpx.get(f"{url}{path}", timeout=5, trust_env=False).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline or process.poll() is not None:
-            raise SystemExit(f"load-balancer: {process.args} did not start")
-        time.sleep(0.2)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -125,11 +112,7 @@ async def follower_delays(a: str, b: str) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--app", required=True, help="the rendered, synced app")
-    parser.add_argument("--label", default="HEAD")
-    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
-    parser.add_argument("--command", default="scripts/benchmark load-balancer")
+    parser = cli.arguments(__doc__, "load-balancer", app=True)
     parser.add_argument("--seconds", type=int, default=SECONDS)
     args = parser.parse_args()
     if not os.path.exists(HAPROXY):
@@ -144,7 +127,7 @@ def main() -> None:
     serve_tools = f"{support}; support.serve_mcp_tools({tools_port})"
     tools = start([str(app / ".venv" / "bin" / "python"), "-c", serve_tools], base, folder / "tools.log", cwd=app)
     try:
-        wait_healthy(f"http://127.0.0.1:{tools_port}", tools, "/mcp")
+        cli.wait_healthy(f"http://127.0.0.1:{tools_port}", tools, "load-balancer", "/mcp")
         with PostgresServer() as postgres:
             env = {
                 **base, "LLM_PROVIDER": "offline", "LLM_MODEL": "offline", "MEMORY_BACKEND": "postgres",
@@ -165,9 +148,9 @@ def main() -> None:
                 proxy = start([HAPROXY, "-db", "-f", str(config)], base, folder / f"haproxy-{count}.log")
                 try:
                     for port, process in zip(ports, apps, strict=True):
-                        wait_healthy(f"http://127.0.0.1:{port}", process)
+                        cli.wait_healthy(f"http://127.0.0.1:{port}", process, "load-balancer")
                     url = f"http://127.0.0.1:{listen}"
-                    wait_healthy(url, proxy)
+                    cli.wait_healthy(url, proxy, "load-balancer")
                     asyncio.run(closed_loop(url, 3))  # warm
                     rate, p50, p99, failed = asyncio.run(closed_loop(url, args.seconds))
                     rows.append((count, rate, p50, p99, failed))

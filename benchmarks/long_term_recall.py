@@ -14,7 +14,6 @@ Prints a Markdown section for RESULTS.md.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import datetime
@@ -27,10 +26,11 @@ import platform
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
+
+import cli
 
 os.environ.setdefault("LLM_PROVIDER", "offline")
 os.environ.setdefault("LLM_API", "chat_completions")
@@ -196,21 +196,14 @@ async def measure(postgres_url: str, folder: str) -> tuple[dict, dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
-    parser.add_argument("--command", default="scripts/benchmark recall")
+    parser = cli.arguments(__doc__, "recall")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few calls and turns")
     args = parser.parse_args()
     if args.quick:
         global CALLS, TURN_RUNS
         CALLS, TURN_RUNS = 5, 2
     started = time.monotonic()
-    sys.path.insert(0, str(ROOT / "tests"))
-    from postgres import PostgresServer  # the tests' own PostgreSQL, on loopback (as background_runs.py)
-
-    with PostgresServer() as pg, tempfile.TemporaryDirectory() as folder:
-        server_version = pg.psql("SHOW server_version")
-        calls, whole = asyncio.run(measure(pg.url, folder))
+    server_version, (calls, whole) = cli.on_postgres(measure)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         report(calls, whole, server_version, args.command, time.monotonic() - started)

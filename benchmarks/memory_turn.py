@@ -13,7 +13,6 @@ history, written beforehand through the Store API. Prints a Markdown section for
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import datetime
@@ -26,11 +25,12 @@ import platform
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from importlib.metadata import version
 from pathlib import Path
+
+import cli
 
 os.environ.setdefault("LLM_PROVIDER", "offline")
 os.environ.setdefault("LLM_API", "chat_completions")
@@ -226,16 +226,9 @@ async def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
-    parser.add_argument("--command", default="scripts/benchmark memory")
+    parser = cli.arguments(__doc__, "memory")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "tests"))
-    from postgres import PostgresServer  # the tests' own PostgreSQL, on loopback (as background_runs.py)
-
-    with PostgresServer() as pg, tempfile.TemporaryDirectory() as folder:
-        server_version = pg.psql("SHOW server_version")
-        seconds, alone = asyncio.run(measure(pg.url, folder))
+    server_version, (seconds, alone) = cli.on_postgres(measure)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         report(seconds, server_version, args.command)

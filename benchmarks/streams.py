@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import cli
 import httpx
 from serve import CLIENT_CORE, DROPPED, HISTORY, SERVER_CORE, cpu_seconds, free_port, publish
 
@@ -201,15 +202,11 @@ async def main_async(args: argparse.Namespace) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--app", required=True, help="the rendered, synced HEAD app")
-    parser.add_argument("--label", default="HEAD")
+    parser = cli.arguments(__doc__, "streams", app=True)
     parser.add_argument("--before", help="the rendered, synced 0.1.0 app, measured beside it")
     parser.add_argument("--before-label", default="release 0.1.0")
     parser.add_argument("--streams", default="100,300,600,1000", help="counts of streams opened at once")
     parser.add_argument("--no-sustained", action="store_true", help="leave out the sustained cell (70 s an app)")
-    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
-    parser.add_argument("--command", default="scripts/benchmark streams")
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"):
         raise SystemExit("streams: needs two cores and taskset (util-linux)")

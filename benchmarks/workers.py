@@ -12,7 +12,6 @@ Traffic goes to 127.0.0.1 only; each wrk run is bounded in time.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -21,10 +20,9 @@ import shutil
 import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
+import cli
 from serve import DROPPED, HISTORY, free_port, publish
 
 HEADING = "## Worker processes (benchmarks/workers.py)"
@@ -51,16 +49,7 @@ def requests_a_second(app: Path, workers: int, seconds: int, concurrency: int, f
         server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit(f"workers: start-app --workers {workers} did not start")
-            time.sleep(0.2)
+        cli.wait_healthy(url, server, f"workers ({workers})", seconds=120)
         script = wrk_script(folder)
         wrk = ["wrk", "-t", "1", "-c", str(concurrency), "-s", str(script), f"{url}/invocations"]
         subprocess.run([*wrk, "-d", "3s"], capture_output=True, check=True)  # every worker warm
@@ -74,14 +63,10 @@ def requests_a_second(app: Path, workers: int, seconds: int, concurrency: int, f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--app", required=True, help="the rendered, synced app")
-    parser.add_argument("--label", default="HEAD")
+    parser = cli.arguments(__doc__, "workers", app=True)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
-    parser.add_argument("--command", default="scripts/benchmark workers")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("workers: needs wrk (Debian's package: apt-get install wrk)")
