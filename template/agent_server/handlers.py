@@ -19,8 +19,8 @@ from agent_server.memory.long_term import with_memory_tools
 from agent_server.middleware import request_state
 from agent_server.output_items import ReplayableOutput, replayable_id, to_output_item, with_unique_call_ids
 from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
-from agent_server.tool_progress import started_item
 from agent_server.tools import approved_calls, mcp_connections
+from agent_server.tools.progress import started_item
 
 
 def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:

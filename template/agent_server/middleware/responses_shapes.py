@@ -141,7 +141,7 @@ class EventShaper:
         self.extra: dict[str, Any] = {}  # the last custom_outputs, for the response's
         self._open: dict[str, tuple[int, str]] = {}  # streamed messages not finished: id -> (output_index, text)
         self._calls: list[tuple[dict[str, Any], dict[str, Any]]] = []  # calls held for their outputs, with events
-        self._running: dict[str, tuple[int, dict[str, Any]]] = {}  # started calls (tool_progress.py): call id -> added
+        self._running: dict[str, tuple[int, dict[str, Any]]] = {}  # started calls (tools/progress.py): call id -> added
 
     def take(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         """The events this one becomes (none while a tool call waits for its output)."""

@@ -3,5 +3,6 @@
 
 - mcp_connections.py: the connections to the declared MCP servers: opened once, left out while they fail;
 - approved_calls.py: the calls the user approved, each run at most once, however often its approval comes back;
-- approval_answers.py: the first answer to each approval request, kept, and final in every replay.
+- approval_answers.py: the first answer to each approval request, kept, and final in every replay;
+- progress.py: which calls are announced as they start (tool progress), and as what.
 """

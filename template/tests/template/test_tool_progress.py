@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Tool progress (agent_server/tool_progress.py): a tool call is streamed when it starts, as the
+"""Tool progress (agent_server/tools/progress.py): a tool call is streamed when it starts, as the
 `response.output_item.added` of its call with status `in_progress`, and finished with its output as before; on
 /invocations and /responses, streamed and as a background run, through the real app served over HTTP (a test
 client would hand over the stream only once it ended), the real SDK and the offline model, in both API modes."""
