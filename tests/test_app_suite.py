@@ -10,10 +10,11 @@ import json
 import pytest
 from renders import assert_all_passed, clean_env, uv
 
-# The default render, and one whose defaults differ in every LLM setting. The second leaves out the tests marked
-# `waits`: each starts app processes of its own with the settings it names (the offline model among them), so what
-# they prove does not change with the render's defaults, and they are most of the suite's time.
-SUITES = {"defaults": [], "databricks-responses": ["-m", "not waits"]}
+# The default render, and one whose defaults differ in every LLM setting. The second runs only what those defaults
+# can change: it leaves out the tests marked `waits` (each starts app processes of its own with the settings it
+# names) and those marked `api_modes` (each sets the offline model and the API mode itself, by the api_mode fixture),
+# which prove the same in either render and are most of the suite's time.
+SUITES = {"defaults": [], "databricks-responses": ["-m", "not waits and not api_modes"]}
 
 
 @pytest.mark.parametrize("name", SUITES)

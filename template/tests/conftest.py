@@ -49,6 +49,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "waits: waits seconds on processes it starts or on clocks (run first)")
+    config.addinivalue_line("markers", "api_modes: sets the offline model and its API mode itself (api_mode)")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -58,7 +59,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     takes the second half of the longest queue. The template's longest tests wait seconds on the processes they
     start, and in collection order most came last (test_start_app.py, test_workers.py): a run ended with one
     process waiting on them and the others idle. Spread over the shares' starts, they wait while others compute.
-    The same tests run either way; only their order changes."""
+    The same tests run either way; only their order changes. A test that takes the api_mode fixture is marked
+    `api_modes`: it names its model and API mode itself, so the render's defaults do not change what it proves."""
+    for item in items:
+        if "api_mode" in getattr(item, "fixturenames", ()):
+            item.add_marker("api_modes")
     items[:] = ordered_for_workers(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
