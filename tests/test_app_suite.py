@@ -10,11 +10,14 @@ import json
 import pytest
 from renders import assert_all_passed, clean_env, uv
 
-# The default render, and one whose defaults differ in every LLM setting. The second runs only what those defaults
-# can change: it leaves out the tests marked `waits` (each starts app processes of its own with the settings it
-# names) and those marked `api_modes` (each sets the offline model and the API mode itself, by the api_mode fixture),
-# which prove the same in either render and are most of the suite's time.
-SUITES = {"defaults": [], "databricks-responses": ["-m", "not waits and not api_modes"]}
+# The default render, and one whose defaults differ in every LLM setting. The second runs the tests of what those
+# answers change (settings and their defaults, start-up, the deployed app's checks, the OpenAI provider, the deploy
+# files, AGENTS.md, tracing, the page), without those marked `waits` (each starts app processes with the settings
+# it names) or `api_modes` (each sets the offline model and the API mode itself): those prove the same in either
+# render, and the default render runs them all.
+SENSITIVE = ("config", "start_app", "deployed", "deploy_config", "openai_provider", "agents_md", "tracing", "chat_page")
+RENDER_SENSITIVE = [f"tests/template/test_{name}.py" for name in SENSITIVE]
+SUITES = {"defaults": [], "databricks-responses": [*RENDER_SENSITIVE, "-m", "not waits and not api_modes"]}
 
 
 @pytest.mark.parametrize("name", SUITES)

@@ -197,7 +197,7 @@ class Load:
         else:
             body = {"input": [{"role": "user", "content": "Thanks"}], "background": True}
             body["context"] = {"conversation_id": conversation}
-            answer = client.post("/invocations", json=body, headers={"x-test-user": user})
+            answer = self.posted(client, body, {"x-test-user": user, "idempotency-key": uuid.uuid4().hex})
             assert answer.status_code == 200, answer.text
             with self.lock:
                 self.runs.append((user, answer.json()["id"]))
@@ -215,18 +215,7 @@ class Load:
         body: dict[str, Any] = {"input": [{"role": "user", "content": text}], "stream": stream}
         if conversation:
             body["context"] = {"conversation_id": conversation}
-        headers = {"x-test-user": user, "idempotency-key": uuid.uuid4().hex}
-        for attempt in range(4):
-            try:
-                response = client.post("/invocations", json=body, headers=headers)
-                if response.status_code not in (502, 503) or attempt == 3:
-                    break
-            except httpx.TransportError:
-                if attempt == 3:
-                    raise
-            with self.lock:
-                self.retries += 1
-            time.sleep(0.5)
+        response = self.posted(client, body, {"x-test-user": user, "idempotency-key": uuid.uuid4().hex})
         assert response.status_code == 200, f"{response.status_code}: {response.text[:300]}"
         if not stream:
             return response.json()["output"], response.json()["custom_outputs"]["session_id"]
@@ -234,6 +223,22 @@ class Load:
         assert not [event for event in events if "error" in event], events
         done = [event for event in events if event.get("type") == "response.output_item.done"]
         return [event["item"] for event in done], done[-1]["custom_outputs"]["session_id"]
+
+    def posted(self, client: httpx.Client, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+        """POST /invocations, sent again with the same Idempotency-Key while an instance stopping cuts it (a
+        connection it closed, HAProxy's 502 or 503): the same turn or run each time, never a second one."""
+        for attempt in range(4):
+            try:
+                response = client.post("/invocations", json=body, headers=headers)
+                if response.status_code not in (502, 503) or attempt == 3:
+                    return response
+            except httpx.TransportError:
+                if attempt == 3:
+                    raise
+            with self.lock:
+                self.retries += 1
+            time.sleep(0.5)
+        raise AssertionError("unreachable")
 
 
 def ended_run(url: str, user: str, run_id: str, seconds: float = 60) -> dict[str, Any]:
