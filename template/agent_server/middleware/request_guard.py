@@ -149,7 +149,8 @@ def checked_body(raw: bytes, parsed: Any = None) -> tuple[dict[str, Any], memory
 
 
 def rendered_history(body: dict[str, Any]) -> memory.History:
-    items = body["input"] if isinstance(body["input"], list) else [{"role": "user", "content": body["input"]}]
+    """The history of a body checked_body checked (its `input` a list), rendered item by item."""
+    items = body["input"]
     try:
         each = render_each(items, api=llm.llm_settings().api)
     except HistoryError as error:
