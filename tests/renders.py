@@ -79,9 +79,9 @@ def rendered_files(app: Path) -> list[Path]:
 
 
 def rendered_defaults(app: Path) -> dict[str, Any]:
-    """The copier answers as agent_server/defaults.py holds them: the module run on its own (it imports nothing)."""
+    """The copier answers as agent_server/config/defaults.py holds them: the module run alone (it imports nothing)."""
     namespace: dict[str, Any] = {}
-    exec(compile((app / "agent_server" / "defaults.py").read_text(), "defaults.py", "exec"), namespace)
+    exec(compile((app / "agent_server" / "config" / "defaults.py").read_text(), "defaults.py", "exec"), namespace)
     return {name: value for name, value in namespace.items() if name.isupper()}
 
 

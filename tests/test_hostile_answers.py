@@ -83,4 +83,4 @@ def test_an_edited_answers_file_is_validated_again_on_update(tmp_path):
     commit(app, "Edit the answers")
     with pytest.raises(ValueError, match="Validation error for question 'llm_model'"):
         update(app, "0.1.1")
-    assert "__import__" not in (app / "agent_server" / "defaults.py").read_text()
+    assert "__import__" not in (app / "agent_server" / "config" / "defaults.py").read_text()

@@ -27,8 +27,7 @@ from fastapi.responses import HTMLResponse
 from mlflow.genai.agent_server import AgentServer
 
 import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
-from agent_server import agent, config, logs, mcp_servers, memory, tracing
-from agent_server.feedback import router as feedback_router
+from agent_server import agent, config, mcp_servers, memory
 from agent_server.memory.api import router as conversations_router
 from agent_server.memory.memories_api import router as memories_router
 from agent_server.memory.your_data import router as your_data_router
@@ -38,12 +37,14 @@ from agent_server.middleware.health import HealthCheck
 from agent_server.middleware.rate_limits import FairShares, share_the_loop
 from agent_server.middleware.request_guard import RequestGuard
 from agent_server.middleware.responses_dialect import ResponsesDialect
+from agent_server.observability import logs, tracing
+from agent_server.observability.feedback import router as feedback_router
 from agent_server.runs import BackgroundRuns, close_runs, open_runs
 from agent_server.runs.routes import router as runs_router
 from agent_server.scheduling import garbage_collection
 from agent_server.tools import mcp_connections
 
-# Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/tracing.py).
+# Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/observability/tracing.py).
 tracing.configure()
 
 server = AgentServer("ResponsesAgent")

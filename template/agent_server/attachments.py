@@ -8,7 +8,7 @@ stored (middleware/request_guard.py), so a refused turn leaves no trace in its c
 
 - a type the app does not take is a 415, judged by the data URL's media type and, for a file, by its filename;
 - more than ATTACHMENTS_MAX_FILES parts in the turn, one over ATTACHMENTS_MAX_FILE_BYTES, or all of them over
-  ATTACHMENTS_MAX_TURN_BYTES (decoded bytes), a 413 that names the setting (config.py checks that these fit the
+  ATTACHMENTS_MAX_TURN_BYTES (decoded bytes), a 413 that names the setting (config/ checks that these fit the
   body and memory's limits).
 
 The turn is the user messages the request ends with; the types are checked in every user message the client

@@ -26,7 +26,8 @@ from typing import Any
 from agents import exceptions
 from agents.items import MessageOutputItem, RunItem
 
-from agent_server import agent, tracing
+from agent_server import agent
+from agent_server.observability import tracing
 from agent_server.output_items import to_output_item
 
 logger = logging.getLogger(__name__)

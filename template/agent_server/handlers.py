@@ -12,11 +12,12 @@ from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from mlflow.genai.agent_server import invoke, stream
 from mlflow.types.responses import ResponsesAgentRequest, ResponsesAgentResponse, ResponsesAgentStreamEvent
 
-from agent_server import agent, errors, guardrails, llm, memory, tracing
+from agent_server import agent, errors, guardrails, llm, memory
 from agent_server.history import approvals, render_history
-from agent_server.logs import tool_failure
 from agent_server.memory.long_term import with_memory_tools
 from agent_server.middleware import request_state
+from agent_server.observability import tracing
+from agent_server.observability.logs import tool_failure
 from agent_server.output_items import ReplayableOutput, replayable_id, to_output_item, with_unique_call_ids
 from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
 from agent_server.tools import approved_calls, mcp_connections
@@ -80,7 +81,7 @@ def customize_history(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # The same for every run, so made once: the SDK's RunConfig() inspects its own type hints each time it is built.
 # A call to a tool the agent does not have (a name the model made up) is answered to the model as an error
 # output, and the turn goes on (openai-agents' tool_not_found_behavior, in 0.20 to 0.24); it used to fail the turn.
-# A tool that raises is logged with why (logs.py): the model is told only that an error occurred.
+# A tool that raises is logged with why (observability/logs.py): the model is told only that an error occurred.
 RUN_CONFIG = RunConfig(tool_not_found_behavior="return_error_to_model", tool_error_formatter=tool_failure)
 
 
@@ -136,7 +137,7 @@ async def handle_invoke(request: ResponsesAgentRequest) -> ResponsesAgentRespons
 
 def _custom_outputs(turn: memory.Turn | None) -> dict[str, str] | None:
     """What every answer carries beside its items: the conversation's id (`session_id`, with memory on) and the
-    trace's (`trace_id`, unless tracing sampled this request out), for feedback on it (feedback.py)."""
+    trace's (`trace_id`, unless tracing sampled this request out), for feedback on it (observability/feedback.py)."""
     state = request_state.current()
     trace_id = tracing.tag_trace(state.owner if state else None, turn.conversation_id if turn else None)
     if turn is not None:

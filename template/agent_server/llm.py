@@ -3,7 +3,7 @@
 
 | variable | values | default |
 |---|---|---|
-| LLM_PROVIDER | openai, databricks, offline | your copier answer, in agent_server/defaults.py |
+| LLM_PROVIDER | openai, databricks, offline | your copier answer, in agent_server/config/defaults.py |
 | LLM_MODEL | the model or serving-endpoint name | likewise |
 | LLM_API | chat_completions, responses | likewise |
 | LLM_ALLOW_OFFLINE | true lets a deployed app serve the offline model | unset |
@@ -40,7 +40,7 @@ __all__ = ["API_MODES", "PROVIDERS", "ConfigurationError", "LLMSettings", "Provi
 
 
 def llm_settings() -> LLMSettings:
-    """The configured provider, model and API mode (LLM_PROVIDER, LLM_MODEL, LLM_API; config.py)."""
+    """The configured provider, model and API mode (LLM_PROVIDER, LLM_MODEL, LLM_API; config/)."""
     return config.settings().llm
 
 

@@ -69,7 +69,7 @@ def server(
 
 
 def from_env(env: dict[str, str] | None = None) -> list[McpServerSpec]:
-    """The servers in MCP_SERVERS (config.py); a malformed value is a ConfigurationError (start-app checks it)."""
+    """The servers in MCP_SERVERS (config/); a malformed value is a ConfigurationError (start-app checks it)."""
     raw = config.settings().mcp.servers if env is None else (env.get("MCP_SERVERS") or "").strip()
     if not raw:
         return []

@@ -11,13 +11,13 @@ It serves with one process locally, and deployed (on Databricks Apps, or with AP
 Dockerfile sets) with one per CPU the instance grants: its CPU affinity, bounded by its cgroup's CPU quota,
 not the host's CPU count. `--workers` or WEB_CONCURRENCY (a number, or `auto`) says otherwise. The workers
 sign approval requests with one key: MCP_APPROVAL_SECRET, else conversation memory's, else one made here for them.
-Logs go to stderr as agent_server/logs.py sets them up: LOG_LEVEL, and JSON lines when deployed.
+Logs go to stderr as agent_server/observability/logs.py sets them up: LOG_LEVEL, and JSON lines when deployed.
 
 It listens on loopback (127.0.0.1) unless told otherwise (--host or HOST) or deployed
 (Databricks Apps sets DATABRICKS_APP_PORT): the app has no login of its own, so it is not
 offered to the network by default. Wherever it listens, the app itself answers only to the
 loopback host names unless ALLOWED_HOSTS names others (agent_server/middleware/browser_guard.py), as it
-does under any server. Every setting is declared and checked in agent_server/config.py.
+does under any server. Every setting is declared and checked in agent_server/config/.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import secrets
 import sys
 from pathlib import Path
 
-from agent_server import config, llm, logs, tracing
+from agent_server import config, llm
 from agent_server.config import LOOPBACK_HOSTS, is_loopback
+from agent_server.observability import logs, tracing
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "template"))
 
 class AppSettings:
     """The tests' one way to change a setting: set (or unset) the variable, then read the settings again
-    (agent_server/config.py reads the environment once). Undone when the test ends."""
+    (agent_server/config/ reads the environment once). Undone when the test ends."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.monkeypatch = monkeypatch
@@ -131,7 +131,7 @@ def set_up_tracing_again() -> None:
     if "agent_server.app" in sys.modules:
         import mlflow
 
-        from agent_server import tracing
+        from agent_server.observability import tracing
 
         mlflow.tracing.reset()
         tracing.configure()

@@ -6,7 +6,7 @@
     scorers.py        the deterministic scorers, and MLflow's judges when a judge model is given
     simulate.py       --simulate N: MLflow's ConversationSimulator, a failed turn kept and failed
     report.py         pass rates against the file's thresholds: the table, the JSON, the exit status
-    from_feedback.py  --from-feedback: thumbs-down conversations (feedback.py) written as new cases
+    from_feedback.py  --from-feedback: thumbs-down conversations (observability/feedback.py) written as new cases
     cli.py            the command: flags, .env, the offline judge, one MLflow run
 
 Nothing here is imported by the served app: evaluation loads only when the command runs.

@@ -30,9 +30,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent_server import config, tracing
+from agent_server import config
 from agent_server.evaluation import cases as case_files
 from agent_server.evaluation import report as reports
+from agent_server.observability import tracing
 
 EXPERIMENT = "evaluation"
 RESULTS_PATH = Path("evals/results.json")
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ["MLFLOW_TRACE_SAMPLING_RATIO"] = "1"
     os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"
     settings = config.reload()
-    from agent_server import tracing
+    from agent_server.observability import tracing
 
     os.environ.update(tracing.tracing_environment(os.environ))  # the app's store and MLflow's defaults
     if args.from_feedback:
@@ -106,7 +107,7 @@ def where_to_look(uri: str) -> str:
     `mlflow ui` alone fails with "No module named 'flask'"), or the tracking server it went to."""
     from mlflow.utils.file_utils import local_file_uri_to_path
 
-    from agent_server import tracing
+    from agent_server.observability import tracing
 
     if not tracing._is_local_file_store(uri):
         return f"the run and its traces are in MLflow at {uri}"

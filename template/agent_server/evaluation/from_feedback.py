@@ -2,10 +2,10 @@
 """`uv run evaluate --from-feedback`: the conversations users gave a thumbs down, written as new cases.
 
 It reads the app's traces (the experiment in MLFLOW_EXPERIMENT_ID, else the local store's default one) for
-`user_feedback` assessments that are false (feedback.py; the Databricks chat UI writes the same), and writes
-one case per disliked answer to evals/from_feedback.yaml (or --output): the conversation's user turns up to
-that answer, in order, with the disliked answer and the user's comment as comments. Nothing is run: read the
-file, add to each last turn what a good answer holds (contains, reference, guidelines), and move the cases
+`user_feedback` assessments that are false (observability/feedback.py; the Databricks chat UI writes the same),
+and writes one case per disliked answer to evals/from_feedback.yaml (or --output): the conversation's user turns
+up to that answer, in order, with the disliked answer and the user's comment as comments. Nothing is run: read
+the file, add to each last turn what a good answer holds (contains, reference, guidelines), and move the cases
 into evals/cases.yaml, so that what users disliked becomes a regression test.
 """
 

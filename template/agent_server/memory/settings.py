@@ -1,8 +1,8 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Conversation memory's settings: the MEMORY_* variables (declared in agent_server/config.py) made into what
+"""Conversation memory's settings: the MEMORY_* variables (declared in agent_server/config/) made into what
 the store needs, the database URL above all.
 
-- MEMORY_BACKEND: none, sqlite or postgres (default: your copier answer, in defaults.py).
+- MEMORY_BACKEND: none, sqlite or postgres (default: your copier answer, in config/defaults.py).
 - MEMORY_DATABASE_URL: for sqlite, a file path or `sqlite:///path` (default ./conversations.db);
   for postgres, `postgresql://user@host:port/db` (default: from PGHOST, PGPORT, PGDATABASE,
   PGUSER and PGSSLMODE, which a Databricks `database` resource sets).

@@ -7,7 +7,7 @@ middleware answers bad /invocations and /responses bodies with a 4xx that names 
 and renders the history so that every shape agent_server/history/ knows gets through. With
 conversation memory on, it starts the turn (merged with the stored conversation) and ends it.
 What the handlers need of all this, it hands them in one object (request_state.py). Its limits
-(README, "Failure modes"; declared in config.py):
+(README, "Failure modes"; declared in config/):
 
 | variable | default | over it |
 |---|---|---|

@@ -29,8 +29,8 @@ from agents.mcp import MCPServer
 from agents.tool_context import ToolContext
 
 from agent_server.history import approvals
-from agent_server.logs import tool_failure
 from agent_server.middleware import request_state
+from agent_server.observability.logs import tool_failure
 from agent_server.tools import approval_answers
 from agent_server.tools.mcp_connections import run_tool
 

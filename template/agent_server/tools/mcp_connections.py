@@ -1,6 +1,6 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """The process's connections to the declared MCP servers (mcp_servers.py): connected once, kept apart when
-they fail, and the tools the user approved run through them. Their settings (MCP_*) are in config.py.
+they fail, and the tools the user approved run through them. Their settings (MCP_*) are in config/.
 
 Connections open when the app starts and close when it stops. A server that cannot be reached or refuses the
 credentials is left out of requests (a warning in the log, and on the request's trace) until a retry connects

@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Every setting is declared once (agent_server/config.py), documented in docs/configuration.md, and read only there."""
+"""Every setting is declared once (agent_server/config/), documented in docs/configuration.md, and read only there."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ LIBRARY_VARIABLES = {
 }  # fmt: skip
 # The modules that may read the environment themselves, and why.
 READS_THE_ENVIRONMENT = {
-    "config.py": "the one reader of the app's settings",
+    "config/__init__.py": "the one reader of the app's settings",
     "__init__.py": "sets MLflow's telemetry default before MLflow loads",
-    "tracing.py": "sets MLflow's own variables (where traces go, bounded export) before MLflow reads them, and marks"
-    " the processes start-app serves in, which flush their traces as they stop",
+    "observability/tracing.py": "sets MLflow's own variables (where traces go, bounded export) before MLflow reads"
+    " them, and marks the processes start-app serves in, which flush their traces as they stop",
     "start_server.py": "puts MCP_APPROVAL_SECRET in the environment for uvicorn's worker processes",
     "evaluation/cli.py": "sets up the process `uv run evaluate` runs in: every turn traced, the judges' server",
 }
@@ -37,7 +37,7 @@ def test_every_declared_setting_is_in_the_configuration_table_and_the_table_name
     declared = {variable for variable, _doc, _default in config.variables()}
     first_column = " ".join(line.split(" | ")[0] for line in configuration_table().splitlines() if line.startswith("|"))
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", first_column))
-    assert sorted(declared - documented) == [], "declared in config.py, missing from docs/configuration.md's table"
+    assert sorted(declared - documented) == [], "declared in config/, missing from docs/configuration.md's table"
     assert sorted(documented - declared - LIBRARY_VARIABLES) == [], "in docs/configuration.md's table, not declared"
 
 
@@ -52,7 +52,7 @@ def test_no_other_module_reads_the_environment():
         relative = path.relative_to(APP / "agent_server").as_posix()
         if relative not in READS_THE_ENVIRONMENT and re.search(r"\bos\.(environ|getenv)\b", path.read_text()):
             readers.append(relative)
-    assert readers == [], "read settings through agent_server/config.py"
+    assert readers == [], "read settings through agent_server/config/"
 
 
 def test_settings_are_read_once_and_again_only_on_reload(app_settings):

@@ -218,7 +218,7 @@ def test_a_run_longer_than_a_pruning_pass_keeps_the_traces_it_is_writing(tmp_pat
     """The app in process prunes its local traces (tracing.keep_pruned): here every 0.1 s, and any older than
     0.1 s (TRACES_MAX_AGE_DAYS). The run reads back, copies and scores its turns' traces later than that, and
     prunes none of them while it runs. In a process of its own, whose pruner ends with it."""
-    script = "from agent_server import tracing; tracing.PRUNE_EVERY_SECONDS = 0.1"
+    script = "from agent_server.observability import tracing; tracing.PRUNE_EVERY_SECONDS = 0.1"
     env = app_env(LLM_PROVIDER="offline", TRACES_MAX_AGE_DAYS="0.000001")
     flags = ["--cases", str(STARTER_SET), "--output", str(tmp_path / "results.json")]
     evaluated = subprocess.run(

@@ -113,7 +113,7 @@ def test_a_tool_that_raises_is_logged_with_why_and_the_model_reads_the_sdks_mess
     with caplog.at_level(logging.WARNING, logger="agent_server"):
         reply = reply_text(Chat(app_client, stream=False).send("roll_dice please"))
     assert reply.startswith(f"The tool returned: {SDK_FALLBACK}")
-    [record] = [record for record in caplog.records if record.name == "agent_server.logs"]
+    [record] = [record for record in caplog.records if record.name == "agent_server.observability.logs"]
     assert record.levelno == logging.WARNING
     assert "Tool roll_dice failed" in record.getMessage()
     assert "ValueError: a die with 1 side cannot roll (raised at " in record.getMessage()
@@ -136,7 +136,7 @@ def test_an_approved_tool_that_raises_is_logged_too(app_client, monkeypatch, cap
     with caplog.at_level(logging.WARNING, logger="agent_server"):
         items = post(chat.client, chat.history, stream=False)
     assert items[0]["output"].startswith(SDK_FALLBACK)  # the approved call ran, in the app, and failed
-    [record] = [record for record in caplog.records if record.name == "agent_server.logs"]
+    [record] = [record for record in caplog.records if record.name == "agent_server.observability.logs"]
     assert "Tool cancel_order failed" in record.getMessage() and "RuntimeError: order 1 is already shipped" in (
         record.getMessage()
     )

@@ -91,7 +91,7 @@ def test_a_bad_port_is_a_one_line_error(name, value):
     ],
 )
 def test_a_bad_number_setting_is_a_one_line_error(name, value):
-    """Every number variable is parsed by agent_server/config.py: never a silent fall back to the default."""
+    """Every number variable is parsed by agent_server/config/: never a silent fall back to the default."""
     env = app_env(LLM_PROVIDER="offline", **{name: value})
     args = [START_APP, "--port", str(free_port())]
     result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
@@ -230,7 +230,7 @@ def test_what_start_up_made_is_frozen_out_of_the_collectors_way(app_client):
 @pytest.mark.parametrize(("level", "clients"), [("INFO", "WARNING"), ("WARNING", "WARNING"), ("DEBUG", "DEBUG")])
 def test_the_http_clients_say_each_model_call_only_at_debug(level, clients):
     from agent_server.config import Settings
-    from agent_server.logs import log_config
+    from agent_server.observability.logs import log_config
 
     loggers = log_config(Settings({"LOG_LEVEL": level}))["loggers"]
     assert loggers["httpx"]["level"] == loggers["httpx2"]["level"] == clients

@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Local traces stay bounded and private (agent_server/tracing.py)."""
+"""Local traces stay bounded and private (agent_server/observability/tracing.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import mlflow
 import pytest
 
 from agent_server.config import TraceLimits
-from agent_server.tracing import preview, prune
+from agent_server.observability.tracing import preview, prune
 
 LIMITS = TraceLimits(payload_chars=100, max_bytes=3000, max_age_seconds=3600)
 

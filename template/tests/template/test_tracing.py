@@ -16,7 +16,7 @@ import mlflow
 import pytest
 from support import TRACED, Chat, StartedApp, app_env, reply_text
 
-from agent_server.tracing import BOUNDED_EXPORT, LOCAL_STORE, tracing_environment
+from agent_server.observability.tracing import BOUNDED_EXPORT, LOCAL_STORE, tracing_environment
 
 
 def test_local_store_and_bounded_async_export_by_default():
@@ -183,7 +183,7 @@ def sdk_tracing_states(ratios: list[str | None]) -> dict[str, str]:
     from agents.tracing import get_trace_provider
     from agents.tracing.traces import NoOpTrace
 
-    from agent_server import tracing
+    from agent_server.observability import tracing
 
     states = {}
     for ratio in ratios:

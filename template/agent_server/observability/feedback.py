@@ -32,9 +32,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent_server import config, identity, tracing
+from agent_server import config, identity
 from agent_server.errors import BadRequest, HttpError, NotFound, TooLarge, quoted, route_error
 from agent_server.json_body import check_shown_text, small_json
+from agent_server.observability import tracing
 
 router = APIRouter(include_in_schema=False)
 

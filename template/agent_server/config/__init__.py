@@ -8,7 +8,10 @@ settings in one way: set the variables, then `reload()` (the app's tests: their 
 group is read on first use, so a bad setting of one part (memory, say) does not stop another part from reading
 its own. docs/configuration.md's table lists every variable declared here (tests/template/test_config.py checks
 both ways). Stdlib only, and no import of the rest of the app, so every module may read it.
-ways). Stdlib only, and no import of the rest of the app, so every module may read it.
+
+This face declares the settings; the package's other modules are what it builds on:
+- setting_types.py: how a setting's text is parsed and checked (numbers, choices, flags, lists, the page's look);
+- defaults.py: the copier answers that LLM_PROVIDER, LLM_MODEL, LLM_API and the memory settings fall back to.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from agent_server import defaults
-from agent_server.setting_types import ConfigurationError as ConfigurationError  # raised here, caught by its readers
-from agent_server.setting_types import (
+from agent_server.config import defaults
+from agent_server.config.setting_types import ConfigurationError as ConfigurationError  # its readers catch it
+from agent_server.config.setting_types import (
     choice,
     colour,
     flag,

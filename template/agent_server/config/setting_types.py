@@ -1,6 +1,6 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""How a setting's variable is parsed and checked (config.py declares each setting with one of these). Stdlib only,
-and no import of the rest of the app."""
+"""How a setting's variable is parsed and checked (config/__init__.py declares each setting with one of these).
+Stdlib only, and no import of the rest of the app."""
 
 from __future__ import annotations
 
