@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from renders import assert_all_passed, clean_env, uv
+from renders import assert_all_passed, clean_env, passed, uv
 
 # The default render, and one whose defaults differ in every LLM setting. The second runs the tests of what those
 # answers change (settings and their defaults, start-up, the deployed app's checks, the OpenAI provider, the deploy
@@ -17,15 +17,28 @@ from renders import assert_all_passed, clean_env, uv
 # render, and the default render runs them all.
 SENSITIVE = ("config", "start_app", "deployed", "deploy_config", "openai_provider", "agents_md", "tracing", "chat_page")
 RENDER_SENSITIVE = [f"tests/template/test_{name}.py" for name in SENSITIVE]
-SUITES = {"defaults": [], "databricks-responses": [*RENDER_SENSITIVE, "-m", "not waits and not api_modes"]}
+SUITES = {"defaults": ["-v"], "databricks-responses": [*RENDER_SENSITIVE, "-m", "not waits and not api_modes"]}
+# An owner's test named like one of the template's (tests/template/test_memory.py): both run in one suite.
+OWNER_TEST = '''"""My own memory test."""
+
+from support import Chat, reply_text
+
+
+def test_my_memory(app_client):
+    assert reply_text(Chat(app_client, stream=False).send("Hello")).endswith("You said: Hello")
+'''
 
 
 @pytest.mark.parametrize("name", SUITES)
 def test_app_installs_locked_and_its_tests_pass(renders, name):
     app = renders[name]
+    if name == "defaults":
+        (app / "tests" / "test_memory.py").write_text(OWNER_TEST)
     uv("sync", "--locked", "--dev", "--no-config", cwd=app)
     result = uv("run", "--locked", "--no-config", "pytest", "-p", "no:cacheprovider", *SUITES[name], cwd=app)
     assert_all_passed(result)
+    if name == "defaults":
+        assert passed("tests/test_memory.py::test_my_memory", result.stdout), "the owner's test ran"
     uv("run", "--locked", "--no-config", "mypy", cwd=app)  # the app's CI step beside its tests
     if name == "defaults":
         evaluated_in(app)

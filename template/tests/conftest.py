@@ -1,7 +1,8 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
 """Fixtures that run the real app (AgentServer, handlers, SDK) against the in-process offline model.
 
-tests/ is yours: put your own tests here, in files of your own (named unlike the template's, as test_my_*.py).
+tests/ is yours: put your own tests here, in files of your own, named as you like (tests/template/ is a package,
+so your test_memory.py and the template's do not clash).
 The template's tests are in tests/template/, which `copier update` keeps current. One `uv run pytest` runs both,
 with these fixtures, and `from support import Chat` (tests/template/support.py) works in your tests too.
 """

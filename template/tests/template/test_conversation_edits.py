@@ -12,9 +12,10 @@ import pytest
 from agents import function_tool
 from fastapi.testclient import TestClient
 from support import Conversation, post_turn, reply_text
-from test_memory import ADA, BOB, backend, counts, stored  # noqa: F401  (the same SQLite and PostgreSQL as memory's)
 
 from agent_server import agent
+
+from .test_memory import ADA, BOB, backend, counts, stored  # noqa: F401  (the same SQLite and PostgreSQL as memory's)
 
 
 @pytest.fixture

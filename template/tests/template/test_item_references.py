@@ -10,7 +10,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from support import reply_text
-from test_memory import BOB, backend, client  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
+
+from .test_memory import BOB, backend, client  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 
 
 def reference(item_id: str) -> dict[str, str]:

@@ -19,12 +19,13 @@ import sqlalchemy as sa
 from conftest import AppSettings
 from fastapi.testclient import TestClient
 from support import Conversation, reply_text
-from test_memory import backend  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 
 from agent_server import config, memory
 from agent_server.config import ConfigurationError
 from agent_server.memory import facts
 from agent_server.memory.store import Store
+
+from .test_memory import backend  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 
 
 def someone(name: str) -> str:

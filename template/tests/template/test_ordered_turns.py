@@ -21,11 +21,12 @@ import pytest
 import sqlalchemy as sa
 from agents import Agent, function_tool
 from support import ServerThread, StartedApp, app_env, post_turn, reply_text
-from test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 
 from agent_server import llm, memory
 from agent_server.memory.schema import turn_queue
 from agent_server.memory.store import Busy, Store, StoredItem
+
+from .test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 
 
 class SlowTool:

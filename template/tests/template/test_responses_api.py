@@ -153,10 +153,10 @@ def test_a_three_turn_chat_replays_what_the_client_got(client: OpenAI, how: str)
 def test_an_approved_call_is_an_mcp_call_that_answers_its_request(client: OpenAI, monkeypatch) -> None:
     """The Responses API's approvals: the request, the user's answer, then the call with `approval_request_id` and
     its output; replayed, the model sees the call once, answered by what the tool returned."""
-    from test_local_tool_approvals import SENT, asking_agent
-
     from agent_server import agent
     from agent_server.tools import approved_calls
+
+    from .test_local_tool_approvals import SENT, asking_agent
 
     monkeypatch.setattr(agent, "create_agent", asking_agent)
     approved_calls.forget_all()

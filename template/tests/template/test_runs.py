@@ -19,13 +19,14 @@ import pytest
 from agents import Agent, function_tool
 from fastapi.testclient import TestClient
 from support import replayed, reply_text, sse_events
-from test_memory import ADA, BOB, backend  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
-from test_ordered_turns import waiting
 
 from agent_server import llm
 from agent_server.memory import database, leases
 from agent_server.runs import execute, recovery, store
 from agent_server.runs.store import Run
+
+from .test_memory import ADA, BOB, backend  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
+from .test_ordered_turns import waiting
 
 ASK = {"input": [{"role": "user", "content": "Hello there"}]}
 

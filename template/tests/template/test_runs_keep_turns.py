@@ -13,11 +13,12 @@ import pytest
 from agents import Agent, AgentHooks
 from fastapi.testclient import TestClient
 from support import reply_text
-from test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
-from test_runs import client, crashed_after_its_tool, ended, slow, until  # noqa: F401
 
 from agent_server import llm
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
+
+from .test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
+from .test_runs import client, crashed_after_its_tool, ended, slow, until  # noqa: F401
 
 
 def two_turns(app: TestClient, conversation: str) -> list[dict[str, Any]]:

@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 from support import TOOL_CALLS, ServerThread, StartedApp, app_env, mcp_tool_server, reply_text, sse_events
-from test_responses_api import valid_stream
+
+from .test_responses_api import valid_stream
 
 SLOW = {"input": [{"role": "user", "content": "Please run slow_lookup"}]}
 

@@ -16,9 +16,10 @@ import httpx
 import pytest
 from conftest import AppSettings
 from support import served_with_memory, sse_events
-from test_runs import SlowTool
 
 from agent_server.history.tool_pairs import ID_PREFIXES
+
+from .test_runs import SlowTool
 
 PATHS = ("/invocations", "/responses")
 HOW = ("stream", "background")
