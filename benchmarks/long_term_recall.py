@@ -134,7 +134,7 @@ async def turns(
     settings = {backend: config.Settings({**os.environ, **values}) for backend, values in variables.items()}
 
     def use(backend: str | None) -> None:
-        # The app keeps one backend per process (config.py's settings, database.py's open store): swapping them lets
+        # The app keeps one backend per process (config's settings, database.py's open store): swapping them lets
         # backends interleave.
         config.reload(settings[backend].env if backend else dict(os.environ))
         database._store = stores.get(backend or "")

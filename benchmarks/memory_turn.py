@@ -166,7 +166,7 @@ async def measure(
         await store.open()
 
     def use(backend: str) -> None:
-        # The app keeps one backend per process (config.py's settings, memory/database.py's open store): swapping
+        # The app keeps one backend per process (config's settings, memory/database.py's open store): swapping
         # them lets backends interleave.
         config.reload(settings[backend].env)
         database._store = stores.get(backend)

@@ -6,6 +6,9 @@ either, so neither needs a migration: the template's own files are replaced, the
 - 0.0.10, this repo's last commit before the second regrouping (SPREAD_LAYOUT): agent_server/'s 26 top-level
   modules grouped again (middleware/, scheduling/, tools/, identity.py), and the template's tests moved to
   tests/template/, leaving tests/ to the owner;
+- 0.0.11, this repo's last commit before the third regrouping (GROUPED_LAYOUT): agent_server/'s 18 top-level
+  modules down to 12 (config/, observability/), and tests/template/ a package, so an owner's test may share a
+  name with one of the template's;
 - 0.1.0, the working tree.
 Each old version is tagged in a temporary repo.
 """
@@ -45,8 +48,12 @@ SPREAD_MODULES = [
     "health.py", "rate_limits.py", "responses_dialect.py", "responses_shapes.py", "fair_steps.py", "turn_starts.py",
     "offload.py", "garbage_collection.py", "mcp_connections.py", "approved_calls.py", "approval_answers.py",
 ]  # fmt: skip
+# The last commit of this repo with agent_server/'s 18 top-level modules (config.py, tracing.py, ...).
+GROUPED_LAYOUT = "8f5b76f54045908f9b6abe833dfc49b734569d86"
+GROUPED_MODULES = ["config.py", "setting_types.py", "defaults.py", "tracing.py", "logs.py", "feedback.py"]
 # Each old layout: its tag, and a file only it has.
 LAYOUTS = {"flat": ("0.0.9", "agent_server/memory.py"), "spread": ("0.0.10", "agent_server/request_guard.py")}
+LAYOUTS |= {"grouped": ("0.0.11", "agent_server/tracing.py")}
 
 
 def copy_commit(repo: Path, commit_id: str) -> None:
@@ -66,12 +73,23 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = new_repo(tmp_path_factory.mktemp("template") / "repo")
     release(repo, "0.0.9", lambda repo: copy_commit(repo, FLAT_LAYOUT), from_working_tree=False)
     release(repo, "0.0.10", lambda repo: copy_commit(repo, SPREAD_LAYOUT), from_working_tree=False)
+    release(repo, "0.0.11", lambda repo: copy_commit(repo, GROUPED_LAYOUT), from_working_tree=False)
     release(repo, "0.1.0")
     return repo
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("data", [{}, {"app_name": "support-bot", "memory": "none"}], ids=["defaults", "custom"])
+# Each layout with the default answers, and the older two with others too (the grouped layout's moves do not depend
+# on the answers, and each case takes about 12 s).
+ANSWERS = {"defaults": {}, "custom": {"app_name": "support-bot", "memory": "none"}}
+CASES = [
+    pytest.param(data, layout, id=f"{name}-{layout}")
+    for name, data in ANSWERS.items()
+    for layout in LAYOUTS
+    if name == "defaults" or layout != "grouped"
+]
+
+
+@pytest.mark.parametrize(("data", "layout"), CASES)
 def test_an_old_layout_updates_to_what_head_renders(versions, tmp_path, data, layout):
     tag, only_there = LAYOUTS[layout]
     app = generate(tmp_path / "app", versions, tag, data)
@@ -152,7 +170,8 @@ def test_a_customised_app_of_the_spread_layout_keeps_its_changes_and_works(versi
     assert now["uv.lock"] == mine["uv.lock"]
     assert OWNER_README in now["README.md"].decode() and '"funcy==' in now["pyproject.toml"].decode()
     # The template's old copies are gone: its modules, now in packages, and its tests, now in tests/template/.
-    assert [name for name in SPREAD_MODULES if f"agent_server/{name}" in now] == []
+    assert [name for name in SPREAD_MODULES + GROUPED_MODULES if f"agent_server/{name}" in now] == []
+    assert "agent_server/config/__init__.py" in now and "agent_server/observability/tracing.py" in now
     assert sorted(name for name in now if name.startswith("tests/") and not name.startswith("tests/template/")) == [
         "tests/conftest.py", "tests/test_my_agent.py", "tests/test_my_chat.py",
     ]  # fmt: skip
