@@ -28,8 +28,11 @@ import sys
 import time
 from pathlib import Path
 
+import cli
 import httpx
-import serve
+import load_client
+import sections
+import served_app
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -53,7 +56,7 @@ def postgres_cpu(postgres: PostgresServer) -> float:
     total = 0.0
     for pid in pids:
         try:
-            total += serve.cpu_seconds(pid)
+            total += served_app.cpu_seconds(pid)
         except OSError:
             continue
     return total
@@ -61,14 +64,14 @@ def postgres_cpu(postgres: PostgresServer) -> float:
 
 class App:
     def __init__(self, app: Path, stub_url: str, folder: Path, env: dict[str, str]) -> None:
-        self.port = serve.free_port()
+        self.port = served_app.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         folder.mkdir(parents=True, exist_ok=True)
         self.log = (folder / "app.log").open("wb")
-        values = serve.app_env(stub_url, folder, "off")
+        values = served_app.app_env(stub_url, folder, "off")
         values.update({"MEMORY_BACKEND": "sqlite", "MEMORY_DATABASE_URL": str(folder / "conversations.db"), **env})
         command = [str(app / ".venv" / "bin" / "start-app"), "--host", "127.0.0.1", "--port", str(self.port)]
-        self.process = subprocess.Popen(["taskset", "-c", str(serve.SERVER_CORE), *command], cwd=folder,
+        self.process = subprocess.Popen(["taskset", "-c", str(served_app.SERVER_CORE), *command], cwd=folder,
                                         env=values, stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip
 
     async def healthy(self) -> None:
@@ -92,15 +95,17 @@ class App:
 async def turns(url: str, background: bool, count: int) -> collections.Counter[str]:
     errors: collections.Counter[str] = collections.Counter()
     sent = 0
-    async with serve.client_for(url, CONCURRENCY) as client:
+    async with load_client.client_for(url, CONCURRENCY) as client:
 
         async def worker() -> None:
             nonlocal sent
             while sent < count:
                 sent += 1
-                async with client.stream("POST", "/invocations", content=body(background), headers=serve.HEADERS) as r:
+                async with client.stream(
+                    "POST", "/invocations", content=body(background), headers=served_app.HEADERS
+                ) as r:
                     data = await r.aread()
-                if r.status_code != 200 or b"[DONE]" not in data or serve.REPLIES[0] not in data:
+                if r.status_code != 200 or b"[DONE]" not in data or served_app.REPLIES[0] not in data:
                     errors[f"HTTP {r.status_code}"] += 1
 
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
@@ -113,12 +118,12 @@ async def cost(app: App, store_cpu) -> dict[str, float]:  # type: ignore[no-unty
     spent = {False: [0.0, 0.0], True: [0.0, 0.0]}
     for block in range(TURNS // BLOCK * 2):
         background = block % 2 == 1
-        await serve.quiet(app.process.pid)
-        cpu, store = serve.cpu_seconds(app.process.pid), store_cpu()
+        await served_app.quiet(app.process.pid)
+        cpu, store = served_app.cpu_seconds(app.process.pid), store_cpu()
         errors = await turns(app.url, background, BLOCK)
         assert not errors, errors
-        await serve.quiet(app.process.pid)
-        spent[background][0] += serve.cpu_seconds(app.process.pid) - cpu
+        await served_app.quiet(app.process.pid)
+        spent[background][0] += served_app.cpu_seconds(app.process.pid) - cpu
         spent[background][1] += store_cpu() - store
     return {
         "sync_ms": spent[False][0] / TURNS * 1000,
@@ -136,7 +141,7 @@ async def capacity(url: str, count: int) -> dict[str, float]:
 
         async def start() -> str | None:
             answer = await client.post("/responses", content=body(True).replace(b', "stream": true', b""),
-                                       headers=serve.HEADERS)  # fmt: skip
+                                       headers=served_app.HEADERS)  # fmt: skip
             if answer.status_code != 200:
                 errors[f"start: HTTP {answer.status_code}"] += 1
                 return None
@@ -161,14 +166,14 @@ async def capacity(url: str, count: int) -> dict[str, float]:
 
 def start_stub(delay: float) -> tuple[subprocess.Popen[str], str]:
     command = [sys.executable, str(HERE / "stub_model.py"), "--port", "0", "--delay-seconds", str(delay)]
-    stub = subprocess.Popen(["taskset", "-c", str(serve.CLIENT_CORE), *command], stdout=subprocess.PIPE, text=True)
+    stub = subprocess.Popen(["taskset", "-c", str(served_app.CLIENT_CORE), *command], stdout=subprocess.PIPE, text=True)
     line = stub.stdout.readline() if stub.stdout else ""
     return stub, line.rsplit(" ", 1)[1].strip()
 
 
 async def measure(app_path: Path, work: Path) -> dict[str, object]:
     results: dict[str, object] = {}
-    os.sched_setaffinity(0, {serve.CLIENT_CORE})
+    os.sched_setaffinity(0, {served_app.CLIENT_CORE})
     with PostgresServer() as postgres:
         stores = {"SQLite": {}, "PostgreSQL": {"MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": postgres.url}}
         for delay, what in ((0.0, "cost"), (DELAY, "capacity")):
@@ -194,7 +199,12 @@ async def measure(app_path: Path, work: Path) -> dict[str, object]:
 
 def report(results: dict[str, object], command: str, label: str) -> str:
     date = datetime.date.today().isoformat()
-    out = [HEADING, "", f"{label}, {date}, `{command}`; {serve.cpu_model()}, one app process pinned to one core.", ""]
+    out = [
+        HEADING,
+        "",
+        f"{label}, {date}, `{command}`; {served_app.cpu_model()}, one app process pinned to one core.",
+        "",
+    ]
     out += ["What a background stream costs a turn over a synchronous stream (memory on, the stub model, "
             f"{TURNS} turns each, concurrency {CONCURRENCY}):", "",
             "| store | app CPU per turn, sync | background | ratio | store CPU per turn, sync | background |",
@@ -221,11 +231,11 @@ def report(results: dict[str, object], command: str, label: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    serve.add_app_arguments(parser, "runs")
+    cli.add_app_arguments(parser, "runs")
     args = parser.parse_args()
     work = Path(subprocess.run(["mktemp", "-d"], capture_output=True, text=True, check=True).stdout.strip())
     results = asyncio.run(measure(Path(args.app).resolve(), work))
-    serve.publish(report(results, args.command, args.label), args.write, HEADING)
+    sections.publish(report(results, args.command, args.label), args.write, HEADING)
 
 
 if __name__ == "__main__":

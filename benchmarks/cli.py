@@ -30,6 +30,16 @@ def arguments(doc: str, command: str, app: bool | None = None) -> argparse.Argum
     return parser
 
 
+def add_app_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """The options the benchmarks that measure HEAD, and release 0.1.0 beside it, share."""
+    parser.add_argument("--app", required=True, help="the rendered, synced HEAD app")
+    parser.add_argument("--label", default="HEAD")
+    parser.add_argument("--before", help="also measure this rendered, synced app (release 0.1.0)")
+    parser.add_argument("--before-label", default="release 0.1.0")
+    parser.add_argument("--write", help="replace this benchmark's section in this RESULTS.md")
+    parser.add_argument("--command", default=f"scripts/benchmark {what}", help="how the run was started")
+
+
 def wait_healthy(url: str, process: subprocess.Popen, what: str, path: str = "/health", seconds: float = 300) -> None:
     """Until `url` + `path` answers (below 500), or SystemExit naming `what` if its process ends or time runs out."""
     deadline = time.monotonic() + seconds

@@ -31,9 +31,14 @@ from pathlib import Path
 
 import cli
 import httpx
-from serve import CLIENT_CORE, DROPPED, HISTORY, SERVER_CORE, free_port, publish
+from sections import load_average, publish, section
+from served_app import CLIENT_CORE, DROPPED, HISTORY, SERVER_CORE, free_port
 
 HEADING = "## Fair shares under a flood (benchmarks/fair_shares.py)"
+COLUMNS = (  # its table's (sections.section)
+    "the model answers | limits | B's p99 alone | B's p99 under A's flood | ratio | ratio of medians "
+    "| A's answers by status"
+)
 HERE = Path(__file__).resolve().parent
 BODY = {"input": HISTORY}
 DROPPED_HERE = (*DROPPED, "RATE_LIMIT_")
@@ -165,25 +170,17 @@ async def main_async(args: argparse.Namespace) -> str:
                 stub.wait(10)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return "\n".join(
-        [
-            HEADING,
-            "",
-            f"`{args.command}` on {datetime.date.today()}, {args.label}, load "
-            f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} after: one worker pinned to a core, the stub model, "
-            "tracing off; B sends its turns one after another, alone and while A floods with 32 at once, ignoring "
-            f"Retry-After, from a process of its own at nice 19; {args.rounds} rounds of both, each half "
-            f"{args.requests * 4} of B's turns in all (0 s) or {args.requests} (late model). "
-            f"Limits: RATE_LIMIT_CONCURRENT_TURNS={CONCURRENT_TURNS}, "
-            f"RATE_LIMIT_TURNS_PER_MINUTE={args.turns_per_minute} (which turn fair steps on). "
-            "Target: with the limits, B's p99 under the flood at most 1.2× alone.",
-            "",
-            "| the model answers | limits | B's p99 alone | B's p99 under A's flood | ratio | ratio of medians "
-            "| A's answers by status |",
-            "|---|---|---|---|---|---|---|",
-            *rows,
-            "",
-        ]
+    return section(
+        HEADING,
+        f"`{args.command}` on {datetime.date.today()}, {args.label}, load {load_average()} after: one worker pinned "
+        "to a core, the stub model, tracing off; B sends its turns one after another, alone and while A floods with "
+        f"32 at once, ignoring Retry-After, from a process of its own at nice 19; {args.rounds} rounds of both, each "
+        f"half {args.requests * 4} of B's turns in all (0 s) or {args.requests} (late model). "
+        f"Limits: RATE_LIMIT_CONCURRENT_TURNS={CONCURRENT_TURNS}, "
+        f"RATE_LIMIT_TURNS_PER_MINUTE={args.turns_per_minute} (which turn fair steps on). "
+        "Target: with the limits, B's p99 under the flood at most 1.2× alone.",
+        COLUMNS,
+        rows,
     )
 
 

@@ -31,13 +31,15 @@ from pathlib import Path
 
 import cli
 import httpx
-from serve import DROPPED, free_port, publish
+from sections import load_average, publish, section
+from served_app import DROPPED, free_port
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 from postgres import PostgresServer  # noqa: E402  (the tests' own PostgreSQL, on loopback)
 
 HEADING = "## Instances behind a load balancer (benchmarks/load_balancer.py)"
+COLUMNS = "instances | turns/s | over 1 | p50, ms | p99, ms | failed"  # its table's (sections.section)
 HAPROXY = "/usr/sbin/haproxy"
 CONCURRENCY, SECONDS, RUNS = 16, 20, 8
 
@@ -170,29 +172,22 @@ def main() -> None:
         for count, rate, p50, p99, failed in rows
     ]
     delays.sort()
-    section = "\n".join(
-        [
-            HEADING,
-            "",
-            f"`{args.command}` on {datetime.date.today()}, {args.label}, {len(os.sched_getaffinity(0))} cores, load "
-            f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} after: HAProxy with the app's deploy/haproxy.cfg in "
-            "front of 1, 2 and 3 instances of one worker each, on one PostgreSQL, the offline model, tracing off; "
-            f"{CONCURRENCY} clients in a closed loop for {args.seconds} s, each turn a new user's new conversation.",
-            "",
-            "| instances | turns/s | over 1 | p50, ms | p99, ms | failed |",
-            "|---|---|---|---|---|---|",
-            *table,
-            "",
-            f"A follower on instance B of a run on instance A ({RUNS} runs, {len(delays)} events after a 3 s tool): "
-            f"B sees each event a median **{statistics.median(delays) * 1000:.0f} ms** after A's own follower, "
-            f"at most {delays[-1] * 1000:.0f} ms (A writes an unfollowed run's deltas every 0.2 s, B polls every "
-            "0.25 s). A rolling restart under load loses **0** turns (tests/test_load_balancer.py, which prints its "
-            "counts). More instances than cores share the cores: this machine shows the overhead of the proxy and "
-            "the shared store, not the scaling a host with a core per instance gets.",
-            "",
-        ]
+    report = section(
+        HEADING,
+        f"`{args.command}` on {datetime.date.today()}, {args.label}, {len(os.sched_getaffinity(0))} cores, load "
+        f"{load_average()} after: HAProxy with the app's deploy/haproxy.cfg in "
+        "front of 1, 2 and 3 instances of one worker each, on one PostgreSQL, the offline model, tracing off; "
+        f"{CONCURRENCY} clients in a closed loop for {args.seconds} s, each turn a new user's new conversation.",
+        COLUMNS,
+        table,
+        f"A follower on instance B of a run on instance A ({RUNS} runs, {len(delays)} events after a 3 s tool): "
+        f"B sees each event a median **{statistics.median(delays) * 1000:.0f} ms** after A's own follower, "
+        f"at most {delays[-1] * 1000:.0f} ms (A writes an unfollowed run's deltas every 0.2 s, B polls every "
+        "0.25 s). A rolling restart under load loses **0** turns (tests/test_load_balancer.py, which prints its "
+        "counts). More instances than cores share the cores: this machine shows the overhead of the proxy and "
+        "the shared store, not the scaling a host with a core per instance gets.",
     )
-    publish(section, args.write, HEADING)
+    publish(report, args.write, HEADING)
 
 
 if __name__ == "__main__":

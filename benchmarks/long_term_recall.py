@@ -22,15 +22,13 @@ import gc
 import io
 import json
 import os
-import platform
-import sqlite3
 import statistics
 import sys
 import time
-from importlib.metadata import version
 from pathlib import Path
 
 import cli
+from sections import publish, store_machine
 
 os.environ.setdefault("LLM_PROVIDER", "offline")
 os.environ.setdefault("LLM_API", "chat_completions")
@@ -207,9 +205,6 @@ def main() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         report(calls, whole, server_version, args.command, time.monotonic() - started)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from serve import publish
-
     publish(out.getvalue(), args.write, HEADING)
 
 
@@ -219,13 +214,7 @@ def ms(values: list[float]) -> str:
 
 def report(calls: dict, whole: dict, server_version: str, command: str, seconds: float) -> None:
     print(HEADING + "\n")
-    packages = ", ".join(f"{name} {version(name)}" for name in ("sqlalchemy", "asyncpg"))
-    packages += f", SQLite {sqlite3.sqlite_version} (Python's sqlite3)"
-    print(
-        f"`{command}` on {datetime.date.today()}, {seconds:.0f} s. Python {platform.python_version()} on "
-        f"{platform.machine()}, {os.cpu_count()} cores (shared and noisy machine: compare within this run); "
-        f"{packages}; PostgreSQL {server_version} (local, loopback, fsync off).\n"
-    )
+    print(f"`{command}` on {datetime.date.today()}, {seconds:.0f} s. {store_machine(server_version)}\n")
     print("The recall's store work (the tool's database call: long_term._recall through Store.run):\n")
     print("| backend | user's facts | query | ms per call (median) | CPU ms per call (median) |")
     print("|---|---:|---|---:|---:|")

@@ -21,16 +21,14 @@ import io
 import json
 import logging
 import os
-import platform
-import sqlite3
 import statistics
 import sys
 import time
 import uuid
-from importlib.metadata import version
 from pathlib import Path
 
 import cli
+from sections import publish, store_machine
 
 os.environ.setdefault("LLM_PROVIDER", "offline")
 os.environ.setdefault("LLM_API", "chat_completions")
@@ -237,22 +235,12 @@ def main() -> None:
             f" conversation of 10 items; {STORE_TURNS} turns a backend, in turn; the process's CPU, PostgreSQL's"
             " own not in it): " + ", ".join(f"{backend} {ms:.2f} ms" for backend, ms in alone.items()) + "."
         )
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from serve import publish
-
     publish(out.getvalue(), args.write, HEADING)
 
 
 def report(seconds: dict, server_version: str, command: str) -> None:
     print(HEADING + "\n")
-
-    packages = ", ".join(f"{name} {version(name)}" for name in ("sqlalchemy", "asyncpg"))
-    packages += f", SQLite {sqlite3.sqlite_version} (Python's sqlite3)"
-    print(
-        f"`{command}` on {datetime.date.today()}. Python {platform.python_version()} on {platform.machine()}, "
-        f"{os.cpu_count()} cores (shared machine); "
-        f"{packages}; PostgreSQL {server_version} (local, loopback, fsync off).\n"
-    )
+    print(f"`{command}` on {datetime.date.today()}. {store_machine(server_version)}\n")
     print(
         "| backend | client sends | stored items | ms per turn (median) | added ms vs none (median) "
         "| in memory calls (ms, median) | CPU ms per turn (median) | CPU vs none (median ratio) |"

@@ -100,9 +100,9 @@ def main() -> None:
         )
         measured.append(json.loads(done.stdout.strip().splitlines()[-1]))
     sys.path.insert(0, str(HERE))
-    import serve
+    import sections
 
-    serve.publish(report(measured, args.command, args.label), args.write, HEADING)
+    sections.publish(report(measured, args.command, args.label), args.write, HEADING)
 
 
 if __name__ == "__main__":

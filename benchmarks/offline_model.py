@@ -21,46 +21,52 @@ import tempfile
 import time
 from pathlib import Path
 
+import cli
 import httpx
-import serve
+import load_client
+import sections
+import serve_report
+import served_app
 
 HEADING = "## The offline model against a zero-cost stub (benchmarks/offline_model.py)"
 MODELS = ("stub", "offline")
 CONCURRENCY = (1, 8)
 
 
-async def measure(app: serve.App, model: str, run: int, stub_url: str, work: Path, settings: serve.Settings) -> dict:
+async def measure(
+    app: served_app.App, model: str, run: int, stub_url: str, work: Path, settings: served_app.Settings
+) -> dict:
     folder = work / f"run{run}-{app.key}-{model}"
-    served = serve.Served(app, stub_url, folder, "off", settings, model=model)
+    served = served_app.Served(app, stub_url, folder, "off", settings, model=model)
     cells = {}
     try:
         await served.wait_healthy()
-        await serve.warm_up(served, settings.warmup)
-        for mode in serve.MODES:
+        await load_client.warm_up(served, settings.warmup)
+        for mode in served_app.MODES:
             for concurrency in CONCURRENCY:
-                cells[mode, concurrency] = cell = await serve.measure_cell(served, mode, concurrency)
+                cells[mode, concurrency] = cell = await load_client.measure_cell(served, mode, concurrency)
                 if sum(cell.errors.values()):
                     raise RuntimeError(f"{model} {mode} c={concurrency}: errors {dict(cell.errors)}")
-                serve.log(f"run {run + 1} {model} {mode} c={concurrency}: {cell.cpu_ms:.2f} ms CPU/req")
+                served_app.log(f"run {run + 1} {model} {mode} c={concurrency}: {cell.cpu_ms:.2f} ms CPU/req")
     finally:
         served.stop()
     return cells
 
 
 async def main_async(args: argparse.Namespace) -> str:
-    settings = serve.Settings.make(args.quick, args.runs)
+    settings = served_app.Settings.make(args.quick, args.runs)
     started = time.monotonic()
-    os.sched_setaffinity(0, {serve.CLIENT_CORE})
-    apps = [serve.App("HEAD", args.label, Path(args.app).resolve())]
+    os.sched_setaffinity(0, {served_app.CLIENT_CORE})
+    apps = [served_app.App("HEAD", args.label, Path(args.app).resolve())]
     if args.before:
-        apps.insert(0, serve.App("before", args.before_label, Path(args.before).resolve()))
+        apps.insert(0, served_app.App("before", args.before_label, Path(args.before).resolve()))
     for app in apps:
-        serve.app_facts(app)
+        served_app.app_facts(app)
     work = Path(tempfile.mkdtemp(prefix="offline-bench-"))
-    stub_port = serve.free_port()
+    stub_port = served_app.free_port()
     stub_url = f"http://127.0.0.1:{stub_port}/v1"
     stub = subprocess.Popen(
-        ["taskset", "-c", str(serve.CLIENT_CORE), sys.executable, str(serve.HERE / "stub_model.py")]
+        ["taskset", "-c", str(served_app.CLIENT_CORE), sys.executable, str(served_app.HERE / "stub_model.py")]
         + ["--port", str(stub_port), "--max-seconds", "3600"],
         stdout=subprocess.DEVNULL,
     )
@@ -68,7 +74,7 @@ async def main_async(args: argparse.Namespace) -> str:
     try:
         for _ in range(50):
             try:
-                await serve.stub_stats(stub_url)
+                await load_client.stub_stats(stub_url)
                 break
             except httpx.HTTPError:
                 await asyncio.sleep(0.1)
@@ -84,9 +90,9 @@ async def main_async(args: argparse.Namespace) -> str:
 
 
 def report(
-    apps: list[serve.App],
+    apps: list[served_app.App],
     runs: dict[str, list[dict]],
-    settings: serve.Settings,
+    settings: served_app.Settings,
     args: argparse.Namespace,
     minutes: float,
 ) -> str:
@@ -106,11 +112,14 @@ def report(
         "|---|---|---:|---:|---:|---:|",
     ]
     for app in apps:
-        for mode in serve.MODES:
+        for mode in served_app.MODES:
             for concurrency in CONCURRENCY:
                 cells = [(run["stub"][mode, concurrency], run["offline"][mode, concurrency]) for run in runs[app.key]]
-                ratio = serve.med([offline.cpu_ms / stub.cpu_ms for stub, offline in cells])
-                stub, offline = serve.med([s.cpu_ms for s, _ in cells]), serve.med([o.cpu_ms for _, o in cells])
+                ratio = serve_report.med([offline.cpu_ms / stub.cpu_ms for stub, offline in cells])
+                stub, offline = (
+                    serve_report.med([s.cpu_ms for s, _ in cells]),
+                    serve_report.med([o.cpu_ms for _, o in cells]),
+                )
                 name = "streaming" if mode == "stream" else "not streaming"
                 out.append(
                     f"| {app.label.split(' (')[0]} | {name} | {concurrency} | {stub:.2f} | {offline:.2f} "
@@ -121,14 +130,14 @@ def report(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    serve.add_app_arguments(parser, "offline")
+    cli.add_app_arguments(parser, "offline")
     parser.add_argument("--runs", type=int, default=None, help="runs (default 3; 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few requests, one run")
     args = parser.parse_args()
     section = asyncio.run(main_async(args))
     print(section)
     if args.write:
-        serve.replace_section(Path(args.write), section, HEADING)
+        sections.replace_section(Path(args.write), section, HEADING)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-import serve  # this folder's serving benchmark: the shared options and RESULTS.md sections
+import cli
+import sections
 
 HEADING = "## Start-up (benchmarks/startup.py)"
 RUNTIME_UV = "0.10.2"  # the Databricks Apps runtime's uv, as tests/deploy_support.py names it
@@ -113,7 +114,7 @@ def report(rows: list[dict], command: str, minutes: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    serve.add_app_arguments(parser, "startup")
+    cli.add_app_arguments(parser, "startup")
     parser.add_argument("--uv", default="uv", help="a uv to install the runtime's uv with")
     args = parser.parse_args()
     started = time.monotonic()
@@ -127,7 +128,7 @@ def main() -> None:
     section = report(rows, args.command, (time.monotonic() - started) / 60)
     print(section)
     if args.write:
-        serve.replace_section(Path(args.write), section, HEADING)
+        sections.replace_section(Path(args.write), section, HEADING)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,13 @@ from pathlib import Path
 
 import cli
 import httpx
-from serve import CLIENT_CORE, DROPPED, HISTORY, SERVER_CORE, cpu_seconds, free_port, publish
+from sections import load_average, publish, section
+from served_app import CLIENT_CORE, DROPPED, HISTORY, SERVER_CORE, cpu_seconds, free_port
 
 HEADING = "## Slow streams on one worker (benchmarks/streams.py)"
+COLUMNS = (  # its table's (sections.section)
+    "streams | app | added delay p50 | added delay p99 | first delta p99 | failed | app CPU per delta | app peak memory"
+)
 HERE = Path(__file__).resolve().parent
 DELTAS, OVER_SECONDS = 20, 5.0
 # The sustained cell: 60 new streams a second for SUSTAINED_SECONDS, each 5 s long, so some 300 are open at once.
@@ -179,25 +183,18 @@ async def main_async(args: argparse.Namespace) -> str:
         stub.terminate()
         stub.wait(10)
         shutil.rmtree(work, ignore_errors=True)
-    return "\n".join(
-        [
-            HEADING,
-            "",
-            f"`{args.command}` on {datetime.date.today()}, load {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
-            f"after. One worker pinned to a core; a stub model streaming {DELTAS} deltas over {OVER_SECONDS:.0f} s; "
-            "all streams opened at once, each a stateless client's whole history; tracing off; HEAD as rendered "
-            "(SQLite memory on). Added delay: a delta's arrival less when the stub sent it. Target (HEAD, 600 "
-            "streams): the added delay's p99 at most 100 ms; 1,000 streams end with 0 failed. The last row opens "
-            f"{SUSTAINED_PER_SECOND} streams a second for {SUSTAINED_SECONDS} s instead, some 300 open at any time: "
-            "full garbage collections and what requests leave in cycles show over time. Peak memory: the app's "
-            "VmHWM at the end of the cell.",
-            "",
-            "| streams | app | added delay p50 | added delay p99 | first delta p99 | failed | app CPU per delta "
-            "| app peak memory |",
-            "|---|---|---|---|---|---|---|---|",
-            *rows,
-            "",
-        ]
+    return section(
+        HEADING,
+        f"`{args.command}` on {datetime.date.today()}, load {load_average()} after. One worker pinned to a core; a "
+        f"stub model streaming {DELTAS} deltas over {OVER_SECONDS:.0f} s; "
+        "all streams opened at once, each a stateless client's whole history; tracing off; HEAD as rendered "
+        "(SQLite memory on). Added delay: a delta's arrival less when the stub sent it. Target (HEAD, 600 "
+        "streams): the added delay's p99 at most 100 ms; 1,000 streams end with 0 failed. The last row opens "
+        f"{SUSTAINED_PER_SECOND} streams a second for {SUSTAINED_SECONDS} s instead, some 300 open at any time: "
+        "full garbage collections and what requests leave in cycles show over time. Peak memory: the app's "
+        "VmHWM at the end of the cell.",
+        COLUMNS,
+        rows,
     )
 
 

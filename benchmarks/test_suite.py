@@ -23,7 +23,9 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
-import serve
+import cli
+import sections
+import served_app
 
 HEADING = "## The app's test suite (benchmarks/test_suite.py)"
 TARGET_SECONDS = 60  # issue 27: the owner's `uv run pytest` in a fresh render, on 2 cores
@@ -100,7 +102,9 @@ def common_seconds(before: list[SuiteRun], after: list[SuiteRun]) -> tuple[int, 
     return len(medians), sum(old for old, _ in medians), sum(new for _, new in medians)
 
 
-def report(apps: list[serve.App], runs: dict[str, list[SuiteRun]], args: argparse.Namespace, minutes: float) -> str:
+def report(
+    apps: list[served_app.App], runs: dict[str, list[SuiteRun]], args: argparse.Namespace, minutes: float
+) -> str:
     before, after = runs[apps[0].key], runs[apps[1].key]
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     out = [HEADING, ""]
@@ -140,18 +144,18 @@ def report(apps: list[serve.App], runs: dict[str, list[SuiteRun]], args: argpars
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    serve.add_app_arguments(parser, "tests")
+    cli.add_app_arguments(parser, "tests")
     parser.add_argument("--runs", type=int, default=2, help="runs, each of both suites (default 2)")
     args = parser.parse_args()
     if not args.before:
         parser.error("--before (the 0.1.0 app) is needed: the figures are ratios to it")
     started = time.monotonic()
     apps = [
-        serve.App("A", args.before_label, Path(args.before).resolve()),
-        serve.App("B", args.label, Path(args.app).resolve()),
+        served_app.App("A", args.before_label, Path(args.before).resolve()),
+        served_app.App("B", args.label, Path(args.app).resolve()),
     ]
     for app in apps:
-        serve.app_facts(app)
+        served_app.app_facts(app)
     work = Path(tempfile.mkdtemp(prefix="suite-bench-"))
     runs: dict[str, list[SuiteRun]] = {app.key: [] for app in apps}
     for number in range(args.runs):
@@ -169,7 +173,7 @@ def main() -> None:
     section = report(apps, runs, args, (time.monotonic() - started) / 60)
     print(section)
     if args.write:
-        serve.replace_section(Path(args.write), section, HEADING)
+        sections.replace_section(Path(args.write), section, HEADING)
 
 
 if __name__ == "__main__":

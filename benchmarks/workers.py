@@ -23,9 +23,11 @@ import tempfile
 from pathlib import Path
 
 import cli
-from serve import DROPPED, HISTORY, free_port, publish
+from sections import load_average, publish, section
+from served_app import DROPPED, HISTORY, free_port
 
 HEADING = "## Worker processes (benchmarks/workers.py)"
+COLUMNS = "run | 1 worker, req/s | 2 workers, req/s | 2 over 1 | non-2xx"  # its table's (sections.section)
 
 
 def wrk_script(folder: Path) -> Path:
@@ -82,25 +84,18 @@ def main() -> None:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     median = statistics.median(ratios)
-    section = "\n".join(
-        [
-            HEADING,
-            "",
-            f"`{args.command}` on {datetime.date.today()}, {args.label}, {cores} cores, load "
-            f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} after: the defaults render (SQLite memory on) on its "
-            f"offline model, tracing off, wrk at concurrency {args.concurrency} for {args.seconds} s a cell, each "
-            "request a stateless client's whole history. Target: 2 workers on 2 cores serve at least 1.6× one.",
-            "",
-            "| run | 1 worker, req/s | 2 workers, req/s | 2 over 1 | non-2xx |",
-            "|---|---|---|---|---|",
-            *rows,
-            "",
-            f"Median: **{median:.2f}×** ({'met' if median >= 1.6 else 'not met'}). wrk shares the two cores with the "
-            "workers: it cannot be pinned apart from them on this machine.",
-            "",
-        ]
+    report = section(
+        HEADING,
+        f"`{args.command}` on {datetime.date.today()}, {args.label}, {cores} cores, load "
+        f"{load_average()} after: the defaults render (SQLite memory on) on its "
+        f"offline model, tracing off, wrk at concurrency {args.concurrency} for {args.seconds} s a cell, each "
+        "request a stateless client's whole history. Target: 2 workers on 2 cores serve at least 1.6× one.",
+        COLUMNS,
+        rows,
+        f"Median: **{median:.2f}×** ({'met' if median >= 1.6 else 'not met'}). wrk shares the two cores with the "
+        "workers: it cannot be pinned apart from them on this machine.",
     )
-    publish(section, args.write, HEADING)
+    publish(report, args.write, HEADING)
 
 
 if __name__ == "__main__":

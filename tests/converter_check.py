@@ -1,9 +1,9 @@
 """Render every catalogued history shape and convert it with the installed SDK's chat-completions converter.
 
 Run inside a render, in any environment with openai-agents and openai (the render's own
-modules are loaded from their files, so its dependencies need not be installed):
+modules are loaded from their files, so its dependencies need not be installed; the catalogue's shapes are YAML):
 
-    uv run --no-project --with 'openai-agents==0.18.*' --with 'openai<3' python converter_check.py APP_DIR
+    uv run --no-project --with 'openai-agents==0.18.*' --with 'openai<3' --with pyyaml python converter_check.py APP_DIR
 
 Prints one JSON object: for each shape and API mode, the render and the chat messages the
 converter made of it. Fails if the converter rejects a render, or if a render or a message

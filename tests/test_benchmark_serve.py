@@ -15,7 +15,12 @@ from renders import ROOT, clean_env, load_module, run, uv
 from servers import ServerProcess, free_port
 
 STUB = ROOT / "benchmarks" / "stub_model.py"
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other by name, as scripts do
 serve = load_module("benchmark_serve", ROOT / "benchmarks" / "serve.py")
+import sections  # noqa: E402
+import serve_profile  # noqa: E402
+import served_app  # noqa: E402
+import stub_model  # noqa: E402
 
 # Run with the app's Python, which has the openai package the app talks to the model with.
 VALIDATE = """
@@ -78,7 +83,7 @@ def stub_url() -> Iterator[str]:
 def test_stub_model_answers_as_the_openai_types_say(renders, stub_url: str) -> None:
     app = renders["defaults"]
     uv("sync", "--locked", "--no-config", cwd=app)
-    result = run([str(app / ".venv" / "bin" / "python"), "-c", VALIDATE, stub_url, serve.stub_model.REPLY], cwd=app)
+    result = run([str(app / ".venv" / "bin" / "python"), "-c", VALIDATE, stub_url, stub_model.REPLY], cwd=app)
     assert result.stdout.strip() == "ok"
 
 
@@ -87,11 +92,11 @@ def test_cpu_and_memory_readers_read_a_real_process() -> None:
     process = subprocess.Popen([sys.executable, "-c", burn], env=clean_env())
     try:
         started = time.monotonic()
-        while serve.cpu_seconds(process.pid) < 0.3 and time.monotonic() - started < 20:
+        while served_app.cpu_seconds(process.pid) < 0.3 and time.monotonic() - started < 20:
             time.sleep(0.05)
-        used = serve.cpu_seconds(process.pid)
+        used = served_app.cpu_seconds(process.pid)
         assert 0.28 <= used <= time.monotonic() - started + 0.1, used
-        assert serve.peak_rss_kib(process.pid) > 1000  # a Python process holds a few MiB at least
+        assert served_app.peak_rss_kib(process.pid) > 1000  # a Python process holds a few MiB at least
     finally:
         process.kill()
         process.wait()
@@ -100,13 +105,13 @@ def test_cpu_and_memory_readers_read_a_real_process() -> None:
 def test_its_section_of_results_is_replaced_and_the_others_kept(tmp_path: Path) -> None:
     results = tmp_path / "RESULTS.md"
     results.write_text("# Benchmark results\n\n## History render\n\nold render\n")
-    serve.replace_section(results, f"{serve.HEADING}\n\nfirst\n")
-    serve.replace_section(results, f"{serve.HEADING}\n\nsecond\n")
+    sections.replace_section(results, f"{serve.HEADING}\n\nfirst\n", serve.HEADING)
+    sections.replace_section(results, f"{serve.HEADING}\n\nsecond\n", serve.HEADING)
     assert (
         results.read_text() == f"# Benchmark results\n\n## History render\n\nold render\n\n{serve.HEADING}\n\nsecond\n"
     )
     results.write_text(f"# Benchmark results\n\n{serve.HEADING}\n\nold\n\n## Later\n\nkept\n")
-    serve.replace_section(results, f"{serve.HEADING}\n\nnew\n")
+    sections.replace_section(results, f"{serve.HEADING}\n\nnew\n", serve.HEADING)
     assert results.read_text() == f"# Benchmark results\n\n{serve.HEADING}\n\nnew\n\n## Later\n\nkept\n"
 
 
@@ -117,16 +122,15 @@ def test_profile_summary_groups_frames_by_package() -> None:
         f"run ({site}/agents/run.py:3);_transform ({site}/openai/_utils/_transform.py:4) 3\n"
         f"run (/usr/lib/python3.11/asyncio/runners.py:1);handle (/app/agent_server/handlers.py:5) 1\n"
     )
-    total, packages, functions = serve.summarise_profile(raw)
+    total, packages, functions = serve_profile.summarise_profile(raw)
     shares = {name: (own, inclusive) for name, own, inclusive in packages}
     assert total == 4
     assert shares["openai"] == (75.0, 75.0) and shares["agent_server"] == (25.0, 25.0)
     assert shares["uvicorn/starlette/fastapi"] == (0.0, 75.0) and shares["asyncio"] == (0.0, 100.0)
     assert functions[0] == ("openai", "_transform (openai/_utils/_transform.py)", 75.0)
-    assert serve.inclusive_functions(raw, "agents") == [("run (agents/run.py)", 75.0)]
+    assert serve_profile.inclusive_functions(raw, "agents") == [("run (agents/run.py)", 75.0)]
 
 
-sys.path.insert(0, str(ROOT / "benchmarks"))  # test_suite.py imports serve.py by its name, as a script does
 suite = load_module("benchmark_test_suite", ROOT / "benchmarks" / "test_suite.py")
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>

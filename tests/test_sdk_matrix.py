@@ -65,7 +65,8 @@ def converted(app: Path, *uv_args: str) -> dict:
 def test_render_is_the_same_through_older_chat_converters(renders, line):
     app = synced(renders["defaults"])
     locked = converted(app, "--locked", "--no-config")
-    older = converted(app, "--no-project", "--no-config", "--with", f"openai-agents=={line}.*", "--with", "openai<3")
+    packages = ("--with", f"openai-agents=={line}.*", "--with", "openai<3", "--with", "pyyaml")  # pyyaml: the catalogue
+    older = converted(app, "--no-project", "--no-config", *packages)
     assert older["versions"]["openai-agents"].startswith(f"{line}.")
     assert older["versions"]["openai"].startswith("2.")
     assert older["results"].keys() == locked["results"].keys()

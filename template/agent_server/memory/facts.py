@@ -27,6 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent_server.json_body import hides_text
+from agent_server.memory import statements
 from agent_server.memory.schema import memories
 
 MAX_FACT_CHARS = 500
@@ -149,12 +150,8 @@ def recall(owner: str, query: str, connection: sa.Connection) -> list[Fact]:
 
 def newest(owner: str, limit: int, connection: sa.Connection) -> list[Fact]:
     """The owner's `limit` newest facts, newest first."""
-    query = (
-        sa.select(memories.c.id, memories.c.text, memories.c.created_at)
-        .where(memories.c.owner == owner)
-        .order_by(memories.c.id.desc())
-        .limit(limit)
-    )
+    columns = (memories.c.id, memories.c.text, memories.c.created_at)
+    query = statements.newest_rows(owner, limit, *columns, by=memories.c.id)
     return [Fact(*row) for row in connection.execute(query)]
 
 

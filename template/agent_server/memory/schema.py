@@ -24,29 +24,47 @@ a newer release is refused rather than guessed at.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import sqlalchemy as sa
 
 ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
 
 metadata = sa.MetaData()
+
+
+def owner_column(**options: Any) -> sa.Column[str]:
+    """Whose the row is: the caller's exact identity (identity.py), as long as an e-mail address may be."""
+    return sa.Column("owner", sa.String(320), **options)
+
+
+def conversation_column(name: str = "conversation_id", **options: Any) -> sa.Column[str]:
+    """A conversation's id, as the client names it."""
+    return sa.Column(name, sa.String(200), **options)
+
+
+def time_column(name: str, **options: Any) -> sa.Column[float]:
+    """A moment, in seconds since the epoch."""
+    return sa.Column(name, sa.Float, nullable=False, **options)
+
+
 schema_table = sa.Table("agent_memory_schema", metadata, sa.Column("version", sa.Integer, nullable=False))
 conversations = sa.Table(
     "agent_conversations",
     metadata,
-    sa.Column("owner", sa.String(320), primary_key=True),
-    sa.Column("id", sa.String(200), primary_key=True),
+    owner_column(primary_key=True),
+    conversation_column("id", primary_key=True),
     sa.Column("title", sa.String(200), nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("updated_at", sa.Float, nullable=False, index=True),
+    time_column("created_at"),
+    time_column("updated_at", index=True),
     sa.Column("lease", sa.String(64)),
     sa.Column("lease_until", sa.Float),
 )
 items = sa.Table(
     "agent_conversation_items",
     metadata,
-    sa.Column("owner", sa.String(320), primary_key=True),
-    sa.Column("conversation_id", sa.String(200), primary_key=True),
+    owner_column(primary_key=True),
+    conversation_column(primary_key=True),
     sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("starts_turn", sa.Boolean, nullable=False),  # a user message: where retention may cut
     sa.Column("format", sa.Integer, nullable=False),
@@ -59,23 +77,23 @@ runs = sa.Table(
     "agent_runs",
     metadata,
     sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("owner", sa.String(320), nullable=False),
-    sa.Column("conversation_id", sa.String(200), nullable=False),
+    owner_column(nullable=False),
+    conversation_column(nullable=False),
     sa.Column("idempotency_key", sa.String(200)),  # the client's name for the request, unique per owner
     sa.Column("body_hash", sa.String(64), nullable=False),
     sa.Column("body", sa.Text, nullable=False),  # the request as the run runs it, to resume it after a crash
     sa.Column("background", sa.Boolean, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("holder", sa.String(64)),  # the process running it (leases.HOLDER); None: free to claim
-    sa.Column("heartbeat_until", sa.Float, nullable=False, index=True),
+    time_column("heartbeat_until", index=True),
     sa.Column("cancel_requested", sa.Boolean, nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("events_bytes", sa.Integer, nullable=False),
     sa.Column("trace_id", sa.String(64)),
     sa.Column("error", sa.Text),  # {"status": ..., "body": the app's error shape}, in JSON
     sa.Column("started_calls", sa.Text),  # the tool calls the run started, in JSON: their outputs may not be stored
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("updated_at", sa.Float, nullable=False, index=True),
+    time_column("created_at"),
+    time_column("updated_at", index=True),
     sa.UniqueConstraint("owner", "idempotency_key", name="agent_runs_idempotency"),
 )
 run_events = sa.Table(
@@ -90,10 +108,10 @@ turn_queue = sa.Table(
     metadata,
     # Increasing: the order the waiters came in (SQLite's rowid, a BIGSERIAL on PostgreSQL).
     sa.Column("ticket", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
-    sa.Column("owner", sa.String(320), nullable=False),
-    sa.Column("conversation_id", sa.String(200), nullable=False),
+    owner_column(nullable=False),
+    conversation_column(nullable=False),
     sa.Column("lease", sa.String(64), nullable=False, unique=True),  # the lease the waiter will take it with
-    sa.Column("expires_at", sa.Float, nullable=False, index=True),  # kept by the waiter while it waits
+    time_column("expires_at", index=True),  # kept by the waiter while it waits
     sa.Index("agent_turn_queue_conversation", "owner", "conversation_id", "ticket"),
 )
 
@@ -102,15 +120,15 @@ approval_keys = sa.Table(
     metadata,
     sa.Column("name", sa.String(32), primary_key=True),
     sa.Column("key", sa.String(128), nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
+    time_column("created_at"),
 )
 approval_answers = sa.Table(
     "agent_approval_answers",
     metadata,
-    sa.Column("owner", sa.String(320), primary_key=True),
+    owner_column(primary_key=True),
     sa.Column("approval_id", sa.String(64), primary_key=True),
     sa.Column("approved", sa.Boolean, nullable=False),
-    sa.Column("answered_at", sa.Float, nullable=False, index=True),  # kept while its request can be answered
+    time_column("answered_at", index=True),  # kept while its request can be answered
 )
 
 
@@ -141,11 +159,11 @@ memories = sa.Table(
     metadata,
     # Never reused (AUTOINCREMENT on SQLite): a stale DELETE /memories/{id} never deletes a newer fact.
     sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
-    sa.Column("owner", sa.String(320), nullable=False),
+    owner_column(nullable=False),
     sa.Column("text", sa.Text, nullable=False),  # the fact, plain text (facts.py cleaned it)
     sa.Column("terms", sa.Text, nullable=False),  # its words, lowercased, one space apart: what a search matches
     sa.Column("bytes", sa.Integer, nullable=False),  # the text's, in UTF-8: a user's facts are bounded in bytes
-    sa.Column("created_at", sa.Float, nullable=False),
+    time_column("created_at"),
     sa.Index("agent_memories_owner", "owner", "id"),
     sqlite_autoincrement=True,
 )
@@ -176,17 +194,17 @@ def _version_6(connection: sa.Connection) -> None:
 rate_limits = sa.Table(
     "agent_rate_limits",
     metadata,
-    sa.Column("owner", sa.String(320), primary_key=True),
+    owner_column(primary_key=True),
     sa.Column("tokens", sa.Float, nullable=False),  # the identity's token bucket (RATE_LIMIT_TURNS_PER_MINUTE)
-    sa.Column("at", sa.Float, nullable=False, index=True),  # when it was last counted, in seconds since the epoch
+    time_column("at", index=True),  # when it was last counted
 )
 turns_running = sa.Table(
     "agent_turns_running",
     metadata,
     sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("owner", sa.String(320), nullable=False, index=True),
+    owner_column(nullable=False, index=True),
     sa.Column("holder", sa.String(64), nullable=False, index=True),  # the process running it (leases.HOLDER)
-    sa.Column("expires_at", sa.Float, nullable=False),  # renewed while it runs: a dead holder's turn stops counting
+    time_column("expires_at"),  # renewed while it runs: a dead holder's turn stops counting
 )
 
 

@@ -9,6 +9,8 @@ parameter may be named as a column is).
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
@@ -28,6 +30,12 @@ def conversation_is(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:
 def items_of(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:
     """For a statement built per call: this conversation's items."""
     return sa.and_(items.c.owner == owner, items.c.conversation_id == conversation_id)
+
+
+def newest_rows(owner: str, limit: int, *columns: sa.Column[Any], by: sa.Column[Any]) -> sa.Select[Any]:
+    """For a statement built per call: `columns` of the owner's `limit` newest rows of `by`'s table, newest (the
+    greatest `by`) first."""
+    return sa.select(*columns).where(by.table.c.owner == owner).order_by(by.desc()).limit(limit)
 
 
 _THIS = sa.and_(conversations.c.owner == sa.bindparam("of_owner"), conversations.c.id == sa.bindparam("of_id"))

@@ -173,12 +173,8 @@ class Store:
 
 
 def _conversations(owner: str, limit: int, connection: sa.Connection) -> list[Conversation]:
-    query = (
-        sa.select(conversations.c.id, conversations.c.title, conversations.c.updated_at)
-        .where(conversations.c.owner == owner)
-        .order_by(conversations.c.updated_at.desc())
-        .limit(limit)
-    )
+    columns = (conversations.c.id, conversations.c.title, conversations.c.updated_at)
+    query = statements.newest_rows(owner, limit, *columns, by=conversations.c.updated_at)
     return [Conversation(*row) for row in connection.execute(query)]
 
 

@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""docs/history-shapes.md, written from the catalogue in tests/template/history_catalogue.py:
+"""docs/history-shapes.md, written from the catalogue in tests/template/history_catalogue.yaml:
 
     uv run python tests/template/history_shapes_doc.py > docs/history-shapes.md
 
@@ -18,7 +18,7 @@ from agent_server.memory.merge import merge
 
 HEADER = (
     "<!-- Owned by the template: changes here are overwritten by `copier update`. Generated from "
-    "tests/template/history_catalogue.py: edit that file, then run "
+    "tests/template/history_catalogue.yaml: edit that file, then run "
     "`uv run python tests/template/history_shapes_doc.py > docs/history-shapes.md`. -->"
 )
 INTRO = """\
@@ -31,7 +31,7 @@ both API modes accept, before MLflow validates the request. This page lists
 the shapes real clients send and what the render makes of each; the rules themselves are at the top
 of `agent_server/history/`.
 
-Each shape below is test data in `tests/template/history_catalogue.py`: `tests/template/test_history_catalogue.py`
+Each shape below is test data in `tests/template/history_catalogue.yaml`: `tests/template/test_history_catalogue.py`
 renders it in both API modes and sends it, followed by a new user message, through the real server
 and SDK to the offline model, streaming and not, and checks that the model got exactly the render
 shown here and answered without an error. A shape marked 400 must be rejected before any model call.
@@ -49,7 +49,7 @@ chat messages). **Rejected** is the 400 the endpoint answers, with `param` namin
 
 What to do when a client sends a shape that gets a 400: check that it is listed here as rejected
 for a reason that applies to you; if it is a shape your clients really send, add it to
-`tests/template/history_catalogue.py` with the render you expect, and a rule to `agent_server/history/`.
+`tests/template/history_catalogue.yaml` with the render you expect, and a rule to `agent_server/history/`.
 """
 
 
