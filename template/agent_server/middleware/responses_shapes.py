@@ -115,9 +115,9 @@ def _started_call(item: Any) -> bool:
     return isinstance(item, dict) and item.get("type") == "function_call" and item.get("status") == "in_progress"
 
 
-def started_mcp_call(call: dict[str, Any]) -> dict[str, Any]:
+def started_mcp_call(call: dict[str, Any], approved: bool = False) -> dict[str, Any]:
     """A tool call the app runs, as it starts: its `mcp_call`, in progress and with no output yet."""
-    started = mcp_call(call, {"call_id": call.get("call_id"), "output": ""})
+    started = mcp_call(call, {"call_id": call.get("call_id"), "output": ""}, approved)
     started.pop("output")
     return {**started, "status": "in_progress"}
 
@@ -152,7 +152,8 @@ class EventShaper:
             return self._done(event)
         out = self._release_calls()
         if kind == "response.output_item.added" and _started_call(event.get("item")):
-            index, item = self._take_index(), started_mcp_call(event["item"])
+            approved = self.lookup(str(event["item"].get("call_id"))) is not None  # the history's: one approved
+            index, item = self._take_index(), started_mcp_call(event["item"], approved)
             self._running[item["id"]] = (index, item)  # its mcp_call, once it has its output, ends at this index
             out.append({"type": kind, "output_index": index, "item": item})
         elif kind == "response.output_text.delta":

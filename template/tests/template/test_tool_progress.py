@@ -6,6 +6,7 @@ client would hand over the stream only once it ended), the real SDK and the offl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -47,9 +48,11 @@ def body(how: str, text: str = "Please run hold", **more: Any) -> dict[str, Any]
 Timed = list[tuple[float, dict[str, Any]]]
 
 
-def timed_events(url: str, path: str, sent: dict[str, Any], user: str, slow: SlowTool | None = None) -> Timed:
-    """Each event of the stream with the time it arrived; `slow`'s tool is let go a second after its call starts
-    (its `added`), so its output can come no sooner."""
+def timed_events(
+    url: str, path: str, sent: dict[str, Any], user: str, slow: SlowTool | None = None, hold: float = 1
+) -> Timed:
+    """Each event of the stream with the time it arrived; `slow`'s tool is let go `hold` seconds after its call
+    starts (its `added`), so its output can come no sooner."""
     events: Timed = []
     with httpx.stream("POST", url + path, json=sent, headers={"x-test-user": user}, timeout=60) as response:
         assert response.status_code == 200, response.read()
@@ -64,7 +67,7 @@ def timed_events(url: str, path: str, sent: dict[str, Any], user: str, slow: Slo
                 while slow.calls == 0:  # announced as the SDK starts it: the tool's own start may come just after
                     assert time.monotonic() < deadline, "the tool never started"
                     time.sleep(0.01)
-                time.sleep(1)
+                time.sleep(hold)
                 slow.release.set()
     return events
 
@@ -152,3 +155,46 @@ def test_a_call_that_asks_first_is_not_announced_it_ends_as_its_approval_request
     events = timed_events(served, path, body("stream", "Use send_summary"), f"progress-{uuid.uuid4()}@example.com")
     assert not [event for _, event in events if started(event)]
     assert [item["type"] for item in done_items(events)] == ["mcp_approval_request"]
+
+
+@pytest.mark.waits
+@pytest.mark.parametrize("api_mode", ["responses"], indirect=True)  # the approvals' path is the app's in either mode
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("path", PATHS)
+def test_an_approved_call_is_streamed_when_it_starts_and_one_denied_or_replayed_never(served, slow, monkeypatch, path, how):
+    """A call the user approved runs before the model is called again (tools/approved_calls.py): it is announced
+    as it starts, a tool's time before its output, once its approval passed the checks; a denied call runs nothing
+    and is never announced, and nor is an approval sent again (its call ran: its output comes at once)."""
+    asking = dataclasses.replace(slow.agent.tools[0], needs_approval=True)
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: slow.agent.clone(tools=[asking]))
+    user, context = f"progress-{uuid.uuid4()}@example.com", {"context": {"conversation_id": f"c-{uuid.uuid4()}"}}
+
+    def asked() -> dict[str, Any]:
+        [request] = done_items(timed_events(served, path, body(how, **context), user))
+        assert request["type"] == "mcp_approval_request" and request["name"] == "hold"
+        return request
+
+    def answered(request: dict[str, Any], approve: bool, tool: SlowTool | None = None) -> Timed:
+        response = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": approve}
+        return timed_events(served, path, {**body(how, **context), "input": [response]}, user, tool, hold=0.5)
+
+    denied = answered(asked(), False)
+    assert not [event for _, event in denied if started(event)] and slow.calls == 0, "denied: never announced"
+    request = asked()
+    events = answered(request, True, slow)
+    [(at, event)] = [(at, event) for at, event in events if started(event)]
+    call = event["item"]
+    assert call["status"] == "in_progress" and call["name"] == "hold" and "output" not in call
+    if path == "/responses":  # the API's own approved call: an mcp_call named by its approval
+        assert call["type"] == "mcp_call" and call["id"] == call["approval_request_id"] == request["id"]
+        [(finished_at, finished)] = [(when, e) for when, e in events if e.get("type") == DONE and e is not event
+                                     and e["item"].get("id") == request["id"]]  # fmt: skip
+        assert finished["output_index"] == event["output_index"] and finished["item"]["output"] == "released"
+    else:
+        assert call["type"] == "function_call" and call["call_id"] == request["id"]
+        [(finished_at, finished)] = [(when, e) for when, e in events if e.get("type") == DONE
+                                     and e["item"].get("call_id") == request["id"]]  # fmt: skip
+        assert finished["item"] == {"type": "function_call_output", "call_id": request["id"], "output": "released"}
+    assert finished_at - at >= 0.5, "announced a tool's time before its output"
+    replayed = answered(request, True)
+    assert not [event for _, event in replayed if started(event)] and slow.calls == 1, "ran once, announced once"
