@@ -19,6 +19,7 @@ from conftest import AppSettings
 from support import served_with_memory, sse_events
 from test_runs import SlowTool
 
+from agent_server.history import INTERRUPTED_CALL_OUTPUT
 from agent_server.history.tool_pairs import ID_PREFIXES
 
 PATHS = ("/invocations", "/responses")
@@ -198,3 +199,41 @@ def test_an_approved_call_is_streamed_when_it_starts_and_one_denied_or_replayed_
     assert finished_at - at >= 0.5, "announced a tool's time before its output"
     replayed = answered(request, True)
     assert not [event for _, event in replayed if started(event)] and slow.calls == 1, "ran once, announced once"
+
+
+@pytest.mark.parametrize("api_mode", ["responses"], indirect=True)  # the runs' path is the app's in either mode
+@pytest.mark.parametrize("path", PATHS)
+def test_a_call_a_cancel_stops_ends_on_the_stream_with_its_interrupted_output_as_the_turn_keeps_it(served, slow, path):
+    """The client cancels a background run while its tool runs: the stream ends the call it announced with the
+    output that says it was interrupted (/responses: its mcp_call, at its index), before `response.cancelled`,
+    whose output, the run's replay and the stored turn say the same."""
+    user, named = f"progress-{uuid.uuid4()}@example.com", f"c-{uuid.uuid4()}"
+    sent, headers = body("background", context={"conversation_id": named}), {"x-test-user": user}
+    events: list[dict[str, Any]] = []
+    with httpx.stream("POST", served + path, json=sent, headers=headers, timeout=60) as response:
+        for line in (line for line in response.iter_lines() if line.startswith("data: {")):
+            events.append(json.loads(line[6:]))
+            if started(events[-1]):
+                while slow.calls == 0:
+                    time.sleep(0.01)
+                run_id = events[0]["response"]["id"]
+                assert httpx.post(f"{served}/responses/{run_id}/cancel", json={}, headers=headers).status_code == 200
+    [call] = [event for event in events if started(event)]
+    position = events.index(call)
+    ended = [event["item"] for event in events[position:] if event.get("type") == DONE]
+    if path == "/responses":
+        [item] = ended
+        assert [e["output_index"] for e in events if e.get("type") == DONE] == [call["output_index"]]
+        assert item == {**call["item"], "output": INTERRUPTED_CALL_OUTPUT, "status": "incomplete"}
+    else:
+        call_id = call["item"]["call_id"]
+        assert [item["type"] for item in ended] == ["function_call", "function_call_output"]
+        assert ended[0]["call_id"] == call_id and ended[0]["name"] == "hold"
+        assert ended[1] == {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_CALL_OUTPUT}
+    assert events[-1]["type"] == "response.cancelled" and events[-1]["response"]["output"] == ended
+    replay = httpx.get(f"{served}/responses/{run_id}", params={"stream": "true"}, headers=headers, timeout=60)
+    assert sse_events(replay.text) == events, "the run's own stream, as kept"
+    kept = httpx.get(f"{served}/conversations/{named}", headers=headers, timeout=60).json()["items"]
+    assert [item.get("type", "message") for item in kept] == ["message", "function_call", "function_call_output"]
+    assert kept[2]["output"] == INTERRUPTED_CALL_OUTPUT and kept[1]["call_id"] == kept[2]["call_id"]
+    assert kept[2]["call_id"] == call["item"].get("call_id", call["item"]["id"]), "the call the stream ended"
