@@ -1210,14 +1210,18 @@ def pending_run(page: Page) -> dict[str, Any]:
 def test_a_reload_mid_answer_resumes_the_run_with_nothing_lost_or_twice(slow_tools_app, browser_page):
     calls_before = httpx.get(f"{slow_tools_app['tools']}/calls").json()
     chat = ChatPage(browser_page, slow_tools_app["url"])
+    attach_by_button(browser_page, "dot.png", "image/png", LOGO)
     browser_page.fill("#prompt", "Please run slow_lookup")
     chat.send.click()
     run = pending_run(browser_page)
     assert chat.sent[0]["background"] is True and chat.sent[0]["stream"] is True
     browser_page.reload()  # inside the tool's 3 s
+    shown = browser_page.locator(".user-turn .attachment img")
+    expect(shown).to_have_count(1)  # the resumed turn's thumbnail (the page showed none until it was reopened)
     expect(chat.replies).to_have_count(1, timeout=30_000)
     expect(chat.replies.nth(0)).to_contain_text("The tool returned: late.")
     expect(browser_page.locator(".turn.user")).to_have_text(["Please run slow_lookup"])
+    expect(shown).to_have_attribute("src", re.compile("^data:image/png;base64,"))
     reply = chat.replies.nth(0).inner_text()
     assert reply.count("The tool returned") == 1, "the answer's text once"
     expect(browser_page.locator("details.tool")).to_have_count(1)
