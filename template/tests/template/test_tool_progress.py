@@ -177,7 +177,7 @@ def test_an_approved_call_is_streamed_when_it_starts_and_one_denied_or_replayed_
 
     def answered(request: dict[str, Any], approve: bool, tool: SlowTool | None = None) -> Timed:
         response = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": approve}
-        return timed_events(served, path, {**body(how, **context), "input": [response]}, user, tool, hold=0.5)
+        return timed_events(served, path, {**body(how, **context), "input": [response]}, user, tool, hold=0.3)
 
     denied = answered(asked(), False)
     assert not [event for _, event in denied if started(event)] and slow.calls == 0, "denied: never announced"
@@ -196,7 +196,7 @@ def test_an_approved_call_is_streamed_when_it_starts_and_one_denied_or_replayed_
         [(finished_at, finished)] = [(when, e) for when, e in events if e.get("type") == DONE
                                      and e["item"].get("call_id") == request["id"]]  # fmt: skip
         assert finished["item"] == {"type": "function_call_output", "call_id": request["id"], "output": "released"}
-    assert finished_at - at >= 0.5, "announced a tool's time before its output"
+    assert finished_at - at >= 0.3, "announced a tool's time before its output"
     replayed = answered(request, True)
     assert not [event for _, event in replayed if started(event)] and slow.calls == 1, "ran once, announced once"
 
