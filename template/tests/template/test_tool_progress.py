@@ -162,7 +162,9 @@ def test_a_call_that_asks_first_is_not_announced_it_ends_as_its_approval_request
 @pytest.mark.parametrize("api_mode", ["responses"], indirect=True)  # the approvals' path is the app's in either mode
 @pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("path", PATHS)
-def test_an_approved_call_is_streamed_when_it_starts_and_one_denied_or_replayed_never(served, slow, monkeypatch, path, how):
+def test_an_approved_call_is_streamed_when_it_starts_and_one_denied_or_replayed_never(
+    served, slow, monkeypatch, path, how
+):
     """A call the user approved runs before the model is called again (tools/approved_calls.py): it is announced
     as it starts, a tool's time before its output, once its approval passed the checks; a denied call runs nothing
     and is never announced, and nor is an approval sent again (its call ran: its output comes at once)."""
