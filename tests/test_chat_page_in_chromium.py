@@ -432,7 +432,8 @@ def attach_by_button(page: Page, name: str, media: str, data: bytes) -> None:
 def test_an_image_and_a_pdf_are_attached_sent_and_shown_again_and_refused_files_say_why(
     start_app, browser, artifacts, api
 ):
-    with start_app(LLM_API=api, ATTACHMENTS_MAX_FILE_BYTES="2000") as url:
+    limits = {"ATTACHMENTS_MAX_FILE_BYTES": "2000", "ATTACHMENTS_MAX_TURN_BYTES": "4000", "MAX_BODY_BYTES": "300000"}
+    with start_app(LLM_API=api, **limits) as url:
         chat = ChatPage(browser.new_page(), url)
         attach_by_button(chat.page, "dot.png", "image/png", LOGO)
         drop(chat.page, "report.pdf", "application/pdf", PDF)
@@ -463,13 +464,17 @@ def test_an_image_and_a_pdf_are_attached_sent_and_shown_again_and_refused_files_
         expect(reopened.page.locator(".user-turn .attachment")).to_have_count(2)
         expect(reopened.page.locator(".user-turn .attachment img")).to_be_visible()
 
-        # The app judges what it takes: its messages are the page's, and the refused file comes back to the tray.
-        drop(reopened.page, "big.txt", "text/plain", b"x" * 3000)
+        # The page checks the app's limits before sending: a file over the body's limit too (the app would answer
+        # its body-size 413) is named by the attachment limit, and nothing is sent; the file stays in the tray.
+        drop(reopened.page, "big.txt", "text/plain", b"x" * 400_000)
         reopened.ask("Too big?")
         errors = reopened.page.locator(".error")
-        expect(errors).to_contain_text("'big.txt' is 3,000 bytes: the limit is ATTACHMENTS_MAX_FILE_BYTES=2000")
+        said = "'big.txt' is 0.4 MiB: the limit is ATTACHMENTS_MAX_FILE_BYTES=2000 (2,000 bytes)."  # the app's words
+        expect(errors).to_contain_text(said)
         expect(reopened.page.locator("#attached .attachment")).to_have_text(["TXTbig.txt"])
+        assert reopened.sent == [] and reopened.page.input_value("#prompt") == "Too big?"
         reopened.page.get_by_role("button", name="Remove big.txt").click()
+        # The app judges what it takes: its messages are the page's, and the refused file comes back to the tray.
         drop(reopened.page, "setup.exe", "application/octet-stream", b"MZ", script=PASTE)
         reopened.ask("And this?")
         expect(errors.nth(1)).to_contain_text("'setup.exe' is application/octet-stream, which this app does not take")
@@ -1210,14 +1215,18 @@ def pending_run(page: Page) -> dict[str, Any]:
 def test_a_reload_mid_answer_resumes_the_run_with_nothing_lost_or_twice(slow_tools_app, browser_page):
     calls_before = httpx.get(f"{slow_tools_app['tools']}/calls").json()
     chat = ChatPage(browser_page, slow_tools_app["url"])
+    attach_by_button(browser_page, "dot.png", "image/png", LOGO)
     browser_page.fill("#prompt", "Please run slow_lookup")
     chat.send.click()
     run = pending_run(browser_page)
     assert chat.sent[0]["background"] is True and chat.sent[0]["stream"] is True
     browser_page.reload()  # inside the tool's 3 s
+    shown = browser_page.locator(".user-turn .attachment img")
+    expect(shown).to_have_count(1)  # the resumed turn's thumbnail (the page showed none until it was reopened)
     expect(chat.replies).to_have_count(1, timeout=30_000)
     expect(chat.replies.nth(0)).to_contain_text("The tool returned: late.")
     expect(browser_page.locator(".turn.user")).to_have_text(["Please run slow_lookup"])
+    expect(shown).to_have_attribute("src", re.compile("^data:image/png;base64,"))
     reply = chat.replies.nth(0).inner_text()
     assert reply.count("The tool returned") == 1, "the answer's text once"
     expect(browser_page.locator("details.tool")).to_have_count(1)

@@ -121,9 +121,10 @@ LOOK_BLOCK = '<script type="application/json" id="look">{}</script>'  # a data b
 def page_with_look(settings: config.Settings) -> str:
     """The chat page with the owner's look (CHAT_* settings) in its data block, as JSON that cannot end the block:
     the page reads it as data, and sets each value as text or a property, never as markup."""
-    look = settings.page
+    look, limits = settings.page, settings.attachments  # and the attachments' limits: the page checks before sending
     data = {"title": look.title, "greeting": look.greeting, "prompts": list(look.prompts), "accent": look.accent,
-            "logo": look.logo}  # fmt: skip
+            "logo": look.logo, "attachments": {"max_files": limits.max_files, "max_file_bytes": limits.max_file_bytes,
+            "max_turn_bytes": limits.max_turn_bytes}}  # fmt: skip
     block = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return CHAT_PAGE.replace(LOOK_BLOCK, LOOK_BLOCK.replace("{}", block), 1)
 

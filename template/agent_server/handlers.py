@@ -170,7 +170,10 @@ async def handle_stream(request: ResponsesAgentRequest) -> AsyncIterator[Respons
     history = await cpu_work(len(request.input) <= INLINE_ITEMS, model_input, request)
     async with mcp_connections.servers_for_request() as servers:
         owners_agent = for_this_request(agent.create_agent(), servers)
-        for item in await approved_calls.run_approved(history, servers, owners_agent):
+        async for item in approved_calls.each_run(history, servers, owners_agent):
+            if item["type"] == "function_call":  # an approved call as it starts: progress, before it runs
+                yield stream_event("response.output_item.added", item=item)
+                continue
             answer.append(item)
             yield stream_event("response.output_item.done", item=item, custom_outputs=extra)
         refused = None

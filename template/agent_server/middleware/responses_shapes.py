@@ -66,6 +66,32 @@ def unfinished(events: Iterable[str]) -> list[dict[str, Any]]:
     return [{"type": done, "output_index": index, "item": _ended(item)} for index, item in announced.items()]
 
 
+def interrupted_calls(events: Iterable[str], ended: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ends of the calls a run's client cancelled as they ran (`ended`: each call, then its output saying it was
+    interrupted, as the run keeps them), as /responses streams them: each one's `mcp_call`, `incomplete`, with that
+    output, at the index its start was given (a call never announced is announced first)."""
+    announced: dict[Any, tuple[int, dict[str, Any]]] = {}
+    count = 0
+    for data in events:
+        event = json.loads(data)
+        if event.get("type") == "response.output_item.added":
+            count += 1
+            if isinstance(event.get("item"), dict) and event["item"].get("type") == "mcp_call":
+                announced[event["item"].get("id")] = (event.get("output_index", count - 1), event["item"])
+    calls = {item.get("call_id"): item for item in ended if item.get("type") == "function_call"}
+    out = []
+    for output in (item for item in ended if item.get("type") == "function_call_output"):
+        index, started = announced.get(output.get("call_id"), (count, None))
+        approved = started is not None and "approval_request_id" in started
+        item = {**mcp_call(calls.get(output.get("call_id")), output, approved), "status": "incomplete"}
+        if started is None:
+            count += 1
+            begun = {**{key: value for key, value in item.items() if key != "output"}, "status": "in_progress"}
+            out.append({"type": "response.output_item.added", "output_index": index, "item": begun})
+        out.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    return out
+
+
 def _ended(item: dict[str, Any]) -> dict[str, Any]:
     """An announced item cut off: a message without its text, a started call without output (both withheld)."""
     return {**item, "status": "incomplete", **({"content": []} if item.get("type") == "message" else {})}
@@ -115,9 +141,9 @@ def _started_call(item: Any) -> bool:
     return isinstance(item, dict) and item.get("type") == "function_call" and item.get("status") == "in_progress"
 
 
-def started_mcp_call(call: dict[str, Any]) -> dict[str, Any]:
+def started_mcp_call(call: dict[str, Any], approved: bool = False) -> dict[str, Any]:
     """A tool call the app runs, as it starts: its `mcp_call`, in progress and with no output yet."""
-    started = mcp_call(call, {"call_id": call.get("call_id"), "output": ""})
+    started = mcp_call(call, {"call_id": call.get("call_id"), "output": ""}, approved)
     started.pop("output")
     return {**started, "status": "in_progress"}
 
@@ -152,7 +178,8 @@ class EventShaper:
             return self._done(event)
         out = self._release_calls()
         if kind == "response.output_item.added" and _started_call(event.get("item")):
-            index, item = self._take_index(), started_mcp_call(event["item"])
+            approved = self.lookup(str(event["item"].get("call_id"))) is not None  # the history's: one approved
+            index, item = self._take_index(), started_mcp_call(event["item"], approved)
             self._running[item["id"]] = (index, item)  # its mcp_call, once it has its output, ends at this index
             out.append({"type": kind, "output_index": index, "item": item})
         elif kind == "response.output_text.delta":

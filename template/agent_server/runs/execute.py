@@ -25,7 +25,8 @@ from agent_server.history import INTERRUPTED_CALL_OUTPUT
 from agent_server.memory import HOLDER, Unavailable
 from agent_server.middleware import RUN_ATTEMPT_KEY, STATE_KEY, replaying
 from agent_server.middleware.request_state import RunAttempt
-from agent_server.middleware.responses_shapes import OUTPUT_INDEX_KEY, items_announced, unfinished
+from agent_server.middleware.responses_dialect import PATH as RESPONSES_PATH
+from agent_server.middleware.responses_shapes import OUTPUT_INDEX_KEY, interrupted_calls, items_announced, unfinished
 from agent_server.runs import events, store
 from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed
 from agent_server.runs.store import Run
@@ -100,6 +101,15 @@ def stopped_output(live: LiveRun, first_event: int = 0, first_call: int = 0) -> 
     message it had not finished, and each call it had started (from its `first_call`th on) with no output,
     answered as interrupted."""
     return [*events.partial_items(live.events[first_event:]), *interrupted(unanswered_calls(live, first_call))]
+
+
+def stopped_calls(live: LiveRun, path: str) -> list[dict[str, Any]]:
+    """The end of each call a cancelled run left running, as its stream's own events (tool progress had announced
+    it): the call and its output saying it was interrupted, as the turn keeps them; on /responses its `mcp_call`."""
+    ended = interrupted(unanswered_calls(live))
+    if path == RESPONSES_PATH:
+        return interrupted_calls(live.events, ended)
+    return [{"type": "response.output_item.done", "item": item} for item in ended]
 
 
 def identity_headers(owner: str) -> dict[str, str]:
@@ -181,6 +191,9 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
             await _hand_over(live)
             raise
         run.status = "cancelled"  # the request guard kept what it had produced as its turn (RunAttempt)
+        with contextlib.suppress(StreamTooLong):  # past the limit: the last event still names each call stopped
+            for event in stopped_calls(live, path):
+                await live.push(event)
         await end(live, stopped_output(live))
         return
     except Exception as error:  # a bug in the app: the run fails, saying so, rather than staying in progress

@@ -3,6 +3,8 @@
 
     GET  /responses/{id}                                  the response object: status, output, error, trace id
     GET  /responses/{id}?stream=true&starting_after=N     the run's events after N, then live until it ends
+    GET  /responses/{id}/input_items                      its input items, as the client sent them (the chat page
+                                                          shows a resumed turn's message, attachments too)
     POST /responses/{id}/cancel                           stop it; what it had produced is kept as a turn
 
 A failed run's GET answers with the status the synchronous request would have had, in the app's error shape
@@ -46,6 +48,23 @@ async def read_run(run_id: str, request: Request) -> Response:
         return await _described(run)
     except HttpError as error:
         return route_error(error)
+
+
+@router.get("/{run_id}/input_items")
+async def read_run_input(run_id: str, request: Request) -> Response:
+    """The Responses API's list of a response's input items: newest first, or oldest with `order=asc`."""
+    try:
+        run = await _owned(run_id, request)
+        order = request.query_params.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise BadRequest("'order' must be asc or desc.", param="order")
+    except HttpError as error:
+        return route_error(error)
+    sent = run.body.get("input")
+    items = [{"role": "user", "content": sent}] if isinstance(sent, str) else list(sent or [])
+    items = [{"type": "message", **item} if isinstance(item, dict) and "type" not in item else item for item in items]
+    data = items if order == "asc" else items[::-1]
+    return JSONResponse({"object": "list", "data": data, "has_more": False})
 
 
 @router.post("/{run_id}/cancel")

@@ -10,6 +10,9 @@ made before it decides which ones wait, and a waiting call ends as its approval 
 is announced only when the app can tell it runs at once: the agent's own function tool that does not ask first, or
 a tool of MCP servers whose approval policy does not name it. A policy the app cannot read (a function) counts as
 asking first: that call goes out only with its output, as it did before there was progress.
+
+A call the user approved is announced the same way when it starts (approved_calls.py), and only once its approval
+passed every check: a call denied, not verified, expired or replayed is never announced, as it never runs.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ def started_item(call: ToolCallItem, agent: Agent) -> dict[str, Any] | None:
     if item is None or item["type"] != "function_call" or asks_first(call, str(item.get("name")), agent):
         return None
     return {**item, "status": "in_progress"}
+
+
+def approved_started(call: dict[str, Any]) -> dict[str, Any]:
+    """A call the user approved (the history's `function_call`, its `call_id` the approval's id), as it starts."""
+    item = to_output_item({key: call.get(key) for key in ("type", "id", "call_id", "name", "arguments")})
+    return {**(item or call), "status": "in_progress"}
 
 
 def asks_first(call: ToolCallItem, name: str, agent: Agent) -> bool:

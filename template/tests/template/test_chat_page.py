@@ -81,6 +81,7 @@ def test_the_page_has_the_template_look_until_the_owner_sets_one(page):
     assert look_of(page) == {
         "title": "Agent chat", "greeting": "Ask anything. Try \u201cWhat time is it?\u201d", "prompts": [],
         "accent": "", "logo": "",
+        "attachments": {"max_files": 4, "max_file_bytes": 2 * 1024 * 1024, "max_turn_bytes": 5 * 1024 * 1024 // 2},
     }  # fmt: skip
 
 
@@ -92,12 +93,14 @@ def test_the_owners_title_greeting_prompts_colour_and_logo_reach_the_page_as_dat
     app_settings.setenv("CHAT_PROMPTS", "Where is my order? | Return an item")
     app_settings.setenv("CHAT_ACCENT", "#0A7C5A")
     app_settings.setenv("CHAT_LOGO", str(logo))
+    app_settings.setenv("ATTACHMENTS_MAX_FILES", "2")  # the page checks a turn against the app's limits
     page = app_client.get("/").text
     assert "</script><b>" not in page and "<b>bot" not in page, "the owner's text never ends the data block"
     assert look_of(page) == {
         "title": "Support </script><b>bot</b> & co", "greeting": "Hi! Ask me about your orders.",
         "prompts": ["Where is my order?", "Return an item"], "accent": "#0a7c5a",
         "logo": "data:image/png;base64," + base64.b64encode(logo.read_bytes()).decode(),
+        "attachments": {"max_files": 2, "max_file_bytes": 2 * 1024 * 1024, "max_turn_bytes": 5 * 1024 * 1024 // 2},
     }  # fmt: skip
 
 

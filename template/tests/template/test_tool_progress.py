@@ -6,6 +6,7 @@ client would hand over the stream only once it ended), the real SDK and the offl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -17,6 +18,7 @@ import pytest
 from conftest import AppSettings
 from support import served_with_memory, sse_events
 
+from agent_server.history import INTERRUPTED_CALL_OUTPUT
 from agent_server.history.tool_pairs import ID_PREFIXES
 
 from .test_runs import SlowTool
@@ -48,9 +50,11 @@ def body(how: str, text: str = "Please run hold", **more: Any) -> dict[str, Any]
 Timed = list[tuple[float, dict[str, Any]]]
 
 
-def timed_events(url: str, path: str, sent: dict[str, Any], user: str, slow: SlowTool | None = None) -> Timed:
-    """Each event of the stream with the time it arrived; `slow`'s tool is let go a second after its call starts
-    (its `added`), so its output can come no sooner."""
+def timed_events(
+    url: str, path: str, sent: dict[str, Any], user: str, slow: SlowTool | None = None, hold: float = 1
+) -> Timed:
+    """Each event of the stream with the time it arrived; `slow`'s tool is let go `hold` seconds after its call
+    starts (its `added`), so its output can come no sooner."""
     events: Timed = []
     with httpx.stream("POST", url + path, json=sent, headers={"x-test-user": user}, timeout=60) as response:
         assert response.status_code == 200, response.read()
@@ -65,7 +69,7 @@ def timed_events(url: str, path: str, sent: dict[str, Any], user: str, slow: Slo
                 while slow.calls == 0:  # announced as the SDK starts it: the tool's own start may come just after
                     assert time.monotonic() < deadline, "the tool never started"
                     time.sleep(0.01)
-                time.sleep(1)
+                time.sleep(hold)
                 slow.release.set()
     return events
 
@@ -153,3 +157,86 @@ def test_a_call_that_asks_first_is_not_announced_it_ends_as_its_approval_request
     events = timed_events(served, path, body("stream", "Use send_summary"), f"progress-{uuid.uuid4()}@example.com")
     assert not [event for _, event in events if started(event)]
     assert [item["type"] for item in done_items(events)] == ["mcp_approval_request"]
+
+
+@pytest.mark.waits
+@pytest.mark.parametrize("api_mode", ["responses"], indirect=True)  # the approvals' path is the app's in either mode
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("path", PATHS)
+def test_an_approved_call_is_streamed_when_it_starts_and_one_denied_or_replayed_never(
+    served, slow, monkeypatch, path, how
+):
+    """A call the user approved runs before the model is called again (tools/approved_calls.py): it is announced
+    as it starts, a tool's time before its output, once its approval passed the checks; a denied call runs nothing
+    and is never announced, and nor is an approval sent again (its call ran: its output comes at once)."""
+    asking = dataclasses.replace(slow.agent.tools[0], needs_approval=True)
+    monkeypatch.setattr("agent_server.agent.create_agent", lambda: slow.agent.clone(tools=[asking]))
+    user, context = f"progress-{uuid.uuid4()}@example.com", {"context": {"conversation_id": f"c-{uuid.uuid4()}"}}
+
+    def asked() -> dict[str, Any]:
+        [request] = done_items(timed_events(served, path, body(how, **context), user))
+        assert request["type"] == "mcp_approval_request" and request["name"] == "hold"
+        return request
+
+    def answered(request: dict[str, Any], approve: bool, tool: SlowTool | None = None) -> Timed:
+        response = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": approve}
+        return timed_events(served, path, {**body(how, **context), "input": [response]}, user, tool, hold=0.3)
+
+    denied = answered(asked(), False)
+    assert not [event for _, event in denied if started(event)] and slow.calls == 0, "denied: never announced"
+    request = asked()
+    events = answered(request, True, slow)
+    [(at, event)] = [(at, event) for at, event in events if started(event)]
+    call = event["item"]
+    assert call["status"] == "in_progress" and call["name"] == "hold" and "output" not in call
+    if path == "/responses":  # the API's own approved call: an mcp_call named by its approval
+        assert call["type"] == "mcp_call" and call["id"] == call["approval_request_id"] == request["id"]
+        [(finished_at, finished)] = [(when, e) for when, e in events if e.get("type") == DONE and e is not event
+                                     and e["item"].get("id") == request["id"]]  # fmt: skip
+        assert finished["output_index"] == event["output_index"] and finished["item"]["output"] == "released"
+    else:
+        assert call["type"] == "function_call" and call["call_id"] == request["id"]
+        [(finished_at, finished)] = [(when, e) for when, e in events if e.get("type") == DONE
+                                     and e["item"].get("call_id") == request["id"]]  # fmt: skip
+        assert finished["item"] == {"type": "function_call_output", "call_id": request["id"], "output": "released"}
+    assert finished_at - at >= 0.3, "announced a tool's time before its output"
+    replayed = answered(request, True)
+    assert not [event for _, event in replayed if started(event)] and slow.calls == 1, "ran once, announced once"
+
+
+@pytest.mark.parametrize("api_mode", ["responses"], indirect=True)  # the runs' path is the app's in either mode
+@pytest.mark.parametrize("path", PATHS)
+def test_a_call_a_cancel_stops_ends_on_the_stream_with_its_interrupted_output_as_the_turn_keeps_it(served, slow, path):
+    """The client cancels a background run while its tool runs: the stream ends the call it announced with the
+    output that says it was interrupted (/responses: its mcp_call, at its index), before `response.cancelled`,
+    whose output, the run's replay and the stored turn say the same."""
+    user, named = f"progress-{uuid.uuid4()}@example.com", f"c-{uuid.uuid4()}"
+    sent, headers = body("background", context={"conversation_id": named}), {"x-test-user": user}
+    events: list[dict[str, Any]] = []
+    with httpx.stream("POST", served + path, json=sent, headers=headers, timeout=60) as response:
+        for line in (line for line in response.iter_lines() if line.startswith("data: {")):
+            events.append(json.loads(line[6:]))
+            if started(events[-1]):
+                while slow.calls == 0:
+                    time.sleep(0.01)
+                run_id = events[0]["response"]["id"]
+                assert httpx.post(f"{served}/responses/{run_id}/cancel", json={}, headers=headers).status_code == 200
+    [call] = [event for event in events if started(event)]
+    position = events.index(call)
+    ended = [event["item"] for event in events[position:] if event.get("type") == DONE]
+    if path == "/responses":
+        [item] = ended
+        assert [e["output_index"] for e in events if e.get("type") == DONE] == [call["output_index"]]
+        assert item == {**call["item"], "output": INTERRUPTED_CALL_OUTPUT, "status": "incomplete"}
+    else:
+        call_id = call["item"]["call_id"]
+        assert [item["type"] for item in ended] == ["function_call", "function_call_output"]
+        assert ended[0]["call_id"] == call_id and ended[0]["name"] == "hold"
+        assert ended[1] == {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_CALL_OUTPUT}
+    assert events[-1]["type"] == "response.cancelled" and events[-1]["response"]["output"] == ended
+    replay = httpx.get(f"{served}/responses/{run_id}", params={"stream": "true"}, headers=headers, timeout=60)
+    assert sse_events(replay.text) == events, "the run's own stream, as kept"
+    kept = httpx.get(f"{served}/conversations/{named}", headers=headers, timeout=60).json()["items"]
+    assert [item.get("type", "message") for item in kept] == ["message", "function_call", "function_call_output"]
+    assert kept[2]["output"] == INTERRUPTED_CALL_OUTPUT and kept[1]["call_id"] == kept[2]["call_id"]
+    assert kept[2]["call_id"] == call["item"].get("call_id", call["item"]["id"]), "the call the stream ended"
