@@ -46,7 +46,7 @@ def clean_copy(render: Path, dest: Path) -> Path:
 
 def sync_env(config_home: Path) -> dict[str, str]:
     """For `uv sync` as the runtime runs it: the project's own uv settings ([tool.uv] in pyproject.toml), but none
-    of this machine's (no UV_* variable such as the suite's UV_COMPILE_BYTECODE, no user uv.toml)."""
+    of this machine's (no UV_* variable such as a caller's UV_COMPILE_BYTECODE, no user uv.toml)."""
     env = {name: value for name, value in clean_env().items() if not name.startswith("UV_")}
     return {**env, "XDG_CONFIG_HOME": str(config_home)}
 

@@ -66,7 +66,7 @@ def uv(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float 
 
 
 # What tools running inside a render write there: not part of the render.
-NOT_RENDERED = {".venv", ".git", ".hypothesis", ".mypy_cache", "mlruns"}
+NOT_RENDERED = {".venv", ".git", ".hypothesis", ".mypy_cache", "mlruns", "__pycache__"}
 # The files copier wrote, per render this process made: apps other tests serve from a render write files there
 # (a conversation database, a log) while a test reads the render file by file.
 RENDERED: dict[Path, list[Path]] = {}
