@@ -133,7 +133,7 @@ def test_concurrent_turns_on_two_processes_run_in_the_order_they_came(two_apps):
 def test_a_run_whose_process_died_is_resumed_by_the_other_process(app, postgres, tmp_path):
     """kill -9 of the process running a background run while its tool runs: the survivor claims it (its
     heartbeat found it orphaned) and resumes it, with the running call answered as interrupted; the tool ran
-    once, counted at the MCP server."""
+    once, counted at the MCP server, and the run's turn follows the conversation's earlier turn."""
     tools_port = free_port()
     serve = f"import sys; sys.path.insert(0, 'tests/template'); import support; support.serve_mcp_tools({tools_port})"
     tools_url = f"http://127.0.0.1:{tools_port}"
@@ -147,7 +147,9 @@ def test_a_run_whose_process_died_is_resumed_by_the_other_process(app, postgres,
         start_app(app, tmp_path / "a.log", **shared) as a,
         start_app(app, tmp_path / "b.log", **shared) as b,
     ):
-        body = {"input": [{"role": "user", "content": "Please run slow_lookup"}], "background": True}
+        named = {"context": {"conversation_id": f"killed-{time.monotonic_ns()}"}}
+        assert http_client(a.url).post("/responses", json={"input": "Hello", **named}).status_code == 200
+        body = {"input": [{"role": "user", "content": "Please run slow_lookup"}], "background": True, **named}
         run_id = http_client(a.url).post("/responses", json=body).json()["id"]
         deadline = time.monotonic() + 20
         while http_client(tools_url).get("/calls").json() == []:
@@ -161,6 +163,10 @@ def test_a_run_whose_process_died_is_resumed_by_the_other_process(app, postgres,
         assert run["status"] == "completed", run
         assert "interrupted" in reply_text(run["output"])
         assert http_client(tools_url).get("/calls").json() == ["slow_lookup"], "the tool ran once"
+        kept = http_client(b.url).get(f"/conversations/{named['context']['conversation_id']}").json()["items"]
+        assert [item.get("role") or item["type"] for item in kept] == [
+            "user", "assistant", "user", "function_call", "function_call_output", "assistant"], kept  # fmt: skip
+        assert kept[0]["content"] == "Hello"
 
 
 def test_the_database_down_mid_conversation_is_a_503_and_it_continues_once_back(two_apps, postgres):

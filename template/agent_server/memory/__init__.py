@@ -37,6 +37,7 @@ from agent_server.memory.turns import (
     MemoryFailure,
     Turn,
     conversation_id_of,
+    holds_all,
     keeps_own_history,
     start_turn,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "conversations_table",
     "enabled",
     "has_references",
+    "holds_all",
     "is_dead_predecessor",
     "keeps_own_history",
     "memory_settings",

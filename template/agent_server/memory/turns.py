@@ -35,13 +35,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
+
 from agent_server import llm
 from agent_server.errors import BadRequest, Broken, TooLarge
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.identity import owner_of
 from agent_server.json_body import hides_text
-from agent_server.memory import database, leases, queue
+from agent_server.memory import database, leases, queue, statements
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
+from agent_server.memory.schema import items as items_table
 from agent_server.memory.settings import enabled, memory_settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
 from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
@@ -208,6 +211,18 @@ async def start_turn(
     )
     kept = _traces(stored.each, stored_items) if merged.replaces else {}
     return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept)
+
+
+async def holds_all(owner: str, conversation_id: str, ids: Sequence[str]) -> bool:
+    """Does the conversation hold an item of each of these ids? A resumed run asks it of the answers it had finished:
+    only its turn's finish stores them, so its turn was stored before its process stopped (runs/execute.py)."""
+    wanted = set(ids)
+    if not wanted:
+        return False
+    query = sa.select(sa.func.count(sa.distinct(items_table.c.item_id))).where(
+        statements.items_of(owner, conversation_id), items_table.c.item_id.in_(wanted)
+    )
+    return await (await database.store()).run(lambda connection: connection.scalar(query)) == len(wanted)
 
 
 def _traces(each: Sequence[Rendered], rows: Sequence[StoredItem]) -> dict[str, str]:

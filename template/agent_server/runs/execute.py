@@ -6,7 +6,9 @@ client's connection holds it. Each event it streams becomes one of the run's (li
 A run that a process died in is resumed (recovery.py): the request again, with the items the run had finished
 (its tool calls and their outputs among them) added to its input, so the model goes on from there and no tool
 whose output is stored runs again. A call whose output was not stored is answered as interrupted (the history's
-orphan-call rule); the model may make it again. After MAX_ATTEMPTS starts the run fails, saying why.
+orphan-call rule); the model may make it again. After MAX_ATTEMPTS starts the run fails, saying why. A run whose
+process died after its turn was stored, before its own end was, finds its items in its conversation: it ends with
+them, and neither the model nor the conversation gets the turn again.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ NOT_PASSED_ON = ("content-length", "idempotency-key")  # an attempt's body is it
 PATH_KEY = "agent_server.path"
 RUNNING: dict[str, LiveRun] = {}  # this process's runs, by id
 SERVER_STOPPED = "The server stopped while this run ran"
+ANSWERS = ("message", "mcp_approval_request")  # what a turn ends on: stored only when its turn is (_turn_stored)
 
 _app: ASGIApp | None = None  # the app below the runs' middleware, which runs each attempt
 _scope: dict[str, Any] = {}  # what a synthetic request's scope needs of the app's (its app, its state)
@@ -123,6 +126,11 @@ def identity_headers(owner: str) -> dict[str, str]:
 
 async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
     run = live.run
+    if await _turn_stored(run, live.output()):
+        logger.info("runs: run %s stored its turn before its process stopped: it ends with it", run.id)
+        run.status = "cancelled" if run.cancel_requested else "completed"
+        await end(live)
+        return
     finished = [*live.output(), *unanswered_calls(live)]
     body, continues_from = attempt_body(run, finished)
     first_event, first_call = len(live.events), len(run.started_calls)  # what this attempt adds comes after these
@@ -200,6 +208,19 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
         logger.exception("runs: run %s failed", run.id)
         run.status, run.error = "failed", {"status": 500, "body": error_body(500, f"The run failed: {error}")}
     await end(live)
+
+
+async def _turn_stored(run: Run, finished: list[dict[str, Any]]) -> bool:
+    """Was the turn of this (resumed) run stored? Its conversation holds each answer the run had finished (its
+    messages and approval requests, whose ids the model or the app made for this run; not a tool call's output,
+    which /responses names by the id of the approval request an earlier turn stored)."""
+    ids = [item["id"] for item in finished if item.get("type") in ANSWERS and isinstance(item.get("id"), str)]
+    if not ids or not run.conversation_id:
+        return False
+    try:
+        return await memory.holds_all(run.owner, run.conversation_id, ids)
+    except Unavailable:  # the attempt's turn finds the database down too, and says so
+        return False
 
 
 async def _took(live: LiveRun, scope: Scope, data: str) -> bool:

@@ -286,6 +286,9 @@ def test_the_same_idempotency_key_is_the_same_run_and_runs_nothing_again(client,
     assert other.status_code == 409 and "Idempotency-Key" in other.json()["error"]["message"]
     streamed = client.post("/invocations", json={**body, "stream": True}, headers=key).text
     assert sse_events(streamed)[-1]["response"]["id"] == again.json()["id"], "the run's stream, from its start"
+    kept = client.get(f"/conversations/{again.json()['custom_outputs']['session_id']}").json()["items"]
+    shapes = [item.get("type", "message") for item in kept]
+    assert shapes == ["message", "function_call", "function_call_output", "message"], "replayed, its turn is kept once"
     assert client.post("/invocations", json=body, headers={"Idempotency-Key": "a b"}).status_code == 400
 
 
@@ -466,10 +469,13 @@ def test_a_failed_run_answers_with_the_synchronous_status_in_the_one_error_shape
 
     from agent_server import agent
 
+    named = {**ASK, "context": {"conversation_id": f"failed-{uuid.uuid4()}"}}
+    assert client.post("/invocations", json=named).status_code == 200, "a turn before the run"
+    kept = client.get(f"/conversations/{named['context']['conversation_id']}").json()["items"]
     looping = agent.create_agent().clone(model_settings=ModelSettings(tool_choice="required"), reset_tool_choice=False)
     monkeypatch.setattr("agent_server.agent.create_agent", lambda: looping)  # calls tools until max_turns
     synchronous = client.post("/invocations", json=ASK)
-    run_id = client.post("/invocations", json={**ASK, "background": True}).json()["id"]
+    run_id = client.post("/invocations", json={**named, "background": True}).json()["id"]
     failed = until(lambda: (r := client.get(f"/responses/{run_id}")).status_code != 200 and r, "the run to fail")
     assert failed.status_code == synchronous.status_code == 502
     assert failed.json()["error"] == synchronous.json()["error"], "the same error, in the same shape"
@@ -478,6 +484,8 @@ def test_a_failed_run_answers_with_the_synchronous_status_in_the_one_error_shape
     assert events[-2]["type"] == "error" and events[-2]["status"] == 502
     in_the_apis = {**synchronous.json()["error"], "code": "server_error"}  # with the Responses API's code for it
     assert events[-1]["type"] == "response.failed" and events[-1]["response"]["error"] == in_the_apis
+    after = client.get(f"/conversations/{named['context']['conversation_id']}").json()["items"]
+    assert after == kept, "a failed run stores nothing: its conversation keeps the turns before it, as they were"
 
 
 def test_runs_are_kept_for_runs_max_age_hours(client, app_settings):

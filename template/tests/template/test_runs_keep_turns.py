@@ -1,21 +1,25 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in tests/.
 """However a background run ends, its conversation keeps every turn before it: a run the client cancels during a
-tool or before any text, and a run resumed after its process died, each append their turn, never replace."""
+tool or before any text, and a run resumed after its process died, each append their turn, never replace; and a run
+whose process died after its turn was stored keeps that turn once."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from agents import Agent, AgentHooks
 from fastapi.testclient import TestClient
 from support import reply_text
 
-from agent_server import llm
+from agent_server import llm, memory
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
+from agent_server.runs import recovery
 
 from .test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 from .test_runs import client, crashed_after_its_tool, ended, slow, until  # noqa: F401
@@ -120,3 +124,42 @@ def test_a_run_resumed_after_a_crash_appends_its_turn_after_the_ones_before(clie
                                                               "message"], turn  # fmt: skip
     assert turn[0]["content"] == "Please hold" and turn[2]["output"] == "stored before the crash"
     assert slow.calls == 0, "the stored call did not run again"
+
+
+def died_before_its_end(app: TestClient, run_id: str) -> None:
+    """The run's process died after its turn was stored, before the run's end was: its last event (response.completed)
+    and its status are not stored, and no process holds it; the next heartbeat claims it."""
+    runs, events = memory.runs_table, memory.run_events_table
+
+    def undone(connection: sa.Connection) -> None:
+        last = connection.scalar(sa.select(sa.func.max(events.c.seq)).where(events.c.run_id == run_id))
+        connection.execute(events.delete().where(events.c.run_id == run_id, events.c.seq == last))
+        connection.execute(runs.update().where(runs.c.id == run_id).values(
+            status="in_progress", holder="gone:1", heartbeat_until=time.time() - 1))  # fmt: skip
+
+    async def died() -> None:
+        await memory.transact(undone, write=True)
+        await recovery.beat()
+
+    app.portal.call(died)
+
+
+@pytest.mark.parametrize(("path", "prompt"), [("/responses", "And then?"), ("/invocations", "Use send_summary")],
+                         ids=["an-answer", "an-approval-request"])  # fmt: skip
+def test_a_run_whose_process_died_after_its_turn_was_stored_keeps_that_turn_once(client, model_log, path, prompt):  # noqa: F811
+    """The resumed run finds its turn (ended on an answer, or on an approval request) in its conversation: it ends
+    with what it had, and neither the model nor the conversation gets the turn a second time."""
+    conversation = f"stored-{uuid.uuid4()}"
+    before = two_turns(client, conversation)
+    named = {"input": [{"role": "user", "content": prompt}], "context": {"conversation_id": conversation}}
+    run_id = client.post(path, json={**named, "background": True}).json()["id"]
+    answered = ended(client, run_id)
+    assert answered["output"][-1]["type"] == ("message" if path == "/responses" else "mcp_approval_request")
+    kept = client.get(f"/conversations/{conversation}").json()["items"]
+    assert kept[:4] == before and kept[4] == named["input"][0] and len(kept) == 6
+    asked = len(model_log)
+    died_before_its_end(client, run_id)
+    again = ended(client, run_id)
+    assert again["status"] == "completed" and again["output"] == answered["output"], again
+    assert client.get(f"/conversations/{conversation}").json()["items"] == kept, "the turn is kept once"
+    assert len(model_log) == asked, "the model was not asked again"
