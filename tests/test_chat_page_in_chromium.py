@@ -119,14 +119,23 @@ def flaky_model(start_app, renders) -> Iterator[FlakyModel]:
         yield FlakyModel(url)
 
 
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    chromium = shutil.which("chromium")
-    assert chromium, "Chromium is not installed: run the tests through scripts/test, which installs it"
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    """One Chromium for the module: launching it costs about six times a fresh context."""
+    executable = shutil.which("chromium")
+    assert executable, "Chromium is not installed: run the tests through scripts/test, which installs it"
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
         yield launched
         launched.close()
+
+
+@pytest.fixture
+def browser(chromium) -> Iterator[Browser]:
+    """The module's Chromium; each page or context a test opens is its own profile, closed after the test."""
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
 
 
 @pytest.fixture
