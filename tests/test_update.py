@@ -313,6 +313,8 @@ def test_customised_app_keeps_its_changes_and_gets_the_template_change(versions,
     output = relock_and_test(
         app, "tests/template/test_byte_order_marks.py", "tests/test_my_agent.py",
         "tests/template/test_multiturn.py", "tests/template/test_owner_hooks.py", "tests/template/test_memory.py",
+        "tests/template/test_memory_failures.py", "tests/template/test_memory_limits.py",
+        "tests/template/test_memory_schema.py",
     )  # fmt: skip
     for test in ("test_byte_order_marks.py::test_the_rule", "test_my_agent.py::test_my_agent"):
         assert passed(test, output), test

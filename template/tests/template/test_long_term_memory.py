@@ -1,8 +1,12 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Long-term memory (agent_server/memory/long_term.py, facts.py, memories_api.py) and the caller's own data
-(your_data.py), through the real app, SDK and offline model; on SQLite, and on PostgreSQL too when
-MEMORY_TEST_POSTGRES_URL names one (test_memory.py's `backend`). Identities are made per test: the PostgreSQL
-database is shared by every test."""
+"""Long-term memory (agent_server/memory/long_term.py, facts.py, memories_api.py) through the real app, SDK and
+offline model; on SQLite, and on PostgreSQL too when MEMORY_TEST_POSTGRES_URL names one (test_memory.py's
+`backend`). Identities are made per test: the PostgreSQL database is shared by every test.
+
+This module: facts remembered and recalled per caller, the memories' routes, runs acting for their caller, the
+bounds, spans, the settings, and the migration that adds it; and the helpers the other long-term memory tests
+share. The search's hostile and cross-store cases: test_long_term_memory_search.py; the caller's own data
+(your_data.py): test_your_data.py."""
 
 from __future__ import annotations
 
@@ -80,21 +84,6 @@ def in_database(transaction: Any) -> Any:
             await store.close()
 
     return asyncio.run(run())
-
-
-def rows_of(owner: str) -> dict[str, int]:
-    """How many rows of `owner` each table holds, counted in the database itself."""
-    from agent_server.memory.schema import approval_answers, conversations, items, memories, runs, turn_queue
-
-    def count(connection: sa.Connection) -> dict[str, int]:
-        tables = {"conversations": conversations, "items": items, "runs": runs, "memories": memories}
-        tables |= {"approval_answers": approval_answers, "waiting_turns": turn_queue}
-        return {
-            name: connection.scalar(sa.select(sa.func.count()).select_from(table).where(table.c.owner == owner))
-            for name, table in tables.items()
-        }
-
-    return in_database(count)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
@@ -218,71 +207,6 @@ def test_a_thousand_facts_stay_within_the_bounds_oldest_dropped_first(client, ap
     assert len([line for line in recalled.splitlines() if line.startswith("- ")]) == facts.RECALLED
 
 
-HOSTILE = [
-    'a " quote', "star * and prefix*", "NEAR(ada tea)", "ada OR tea", "ada AND NOT tea",
-    "'; DROP TABLE agent_memories; --", "1) OR 1=1 --", "\x00\x1b[31mred\x1b[0m", "col:ada", "^ada", "ada -tea",
-    "!!!", "", "   ", "\u202eevil\u202c",
-    "x" * 10_000, "ada " * 3000, "(ada", "{ada tea}", "ada & tea | !x <-> y", "ada:* ", "\\", "%", "_",
-]  # fmt: skip
-
-
-def test_hostile_facts_are_kept_as_plain_text_or_refused_and_no_query_breaks_a_search(remembering):
-    ada = someone("ada")
-    current = memory.memory_settings()
-
-    def keep(text: str) -> Any:
-        try:
-            return in_database(functools.partial(facts.remember, ada, text, 200, current.max_fact_bytes))
-        except facts.FactRefused as refused:
-            return str(refused)
-
-    assert "at most 500" in keep("x" * 10_000), "too long: a clear refusal"
-    assert "empty" in keep("\x00\x01 \u202e \n")
-    kept = keep("My name is \x1b[31mAda\u202e\u200f\r\n  Lovelace\x00")
-    assert kept.fact.text == "My name is [31mAda Lovelace", "control and direction characters go; no ESC is left"
-    for text in HOSTILE:
-        keep(text)  # each is kept as text, or refused: none raises anything else
-    stored = [f.text for f in in_database(functools.partial(facts.newest, ada, 100))]
-    assert "'; DROP TABLE agent_memories; --" in stored and 'a " quote' in stored and "NEAR(ada tea)" in stored
-    for query in HOSTILE:
-        found = in_database(functools.partial(facts.recall, ada, query))
-        assert all(isinstance(fact, facts.Fact) for fact in found)
-    assert [f.text for f in in_database(functools.partial(facts.recall, ada, "'; DROP TABLE"))][0].startswith("';")
-    assert in_database(functools.partial(facts.recall, ada, "*")) == [], "no words, no search"
-    assert in_database(functools.partial(facts.recall, someone("bob"), "ada OR tea")) == []
-
-
-SAME_FACTS = [
-    "My name is Ada Lovelace", "I like green tea, not coffee", "My cat is called Ada", "Café au lait on Sundays",
-    "I work at example.com as an engineer", "ada@example.com is my e-mail address", "Über-fast trains: Zürich",
-    "Numbers: 3.14 and 42 and 007", "snake_case and kebab-case words",
-]  # fmt: skip
-SAME_QUERIES = {
-    "what is my name": ["My name is Ada Lovelace", "ada@example.com is my e-mail address", "My cat is called Ada"],
-    "ada": ["ada@example.com is my e-mail address", "My cat is called Ada", "My name is Ada Lovelace"],
-    "ADA's tea?": ["ada@example.com is my e-mail address", "My cat is called Ada", "I like green tea, not coffee",
-                   "My name is Ada Lovelace"],
-    "cafe": [], "café": ["Café au lait on Sundays"], "zürich über": ["Über-fast trains: Zürich"],
-    "example": ["ada@example.com is my e-mail address", "I work at example.com as an engineer"],
-    "42 007": ["Numbers: 3.14 and 42 and 007"], "kebab snake": ["snake_case and kebab-case words"],
-    "e-mail": ["ada@example.com is my e-mail address"], "tea*": ["I like green tea, not coffee"],
-    '"green" NEAR(tea)': ["I like green tea, not coffee"], "nothing here": [],
-}  # fmt: skip
-
-
-def test_both_stores_find_the_same_facts_in_the_same_order(remembering):
-    """The expectations are the same on SQLite (FTS5) and PostgreSQL (text search): the test runs on both."""
-    ada = someone("ada")
-
-    def keep_all(connection: sa.Connection) -> None:
-        for text in SAME_FACTS:
-            facts.remember(ada, text, 200, 65536, connection)
-
-    in_database(keep_all)
-    found = {q: [f.text for f in in_database(functools.partial(facts.recall, ada, q))] for q in SAME_QUERIES}
-    assert found == SAME_QUERIES
-
-
 @pytest.mark.usefixtures("traced")
 def test_each_memory_read_and_write_is_a_span_of_the_turns_trace(client):
     import mlflow
@@ -296,89 +220,6 @@ def test_each_memory_read_and_write_is_a_span_of_the_turns_trace(client):
     trace = mlflow.get_trace(mlflow.get_last_active_trace_id())
     recalled = next(span for span in trace.data.spans if span.name == "memory.recall")
     assert "Remember I like tea" in recalled.outputs
-
-
-def test_export_holds_the_callers_conversations_runs_and_memories_and_nothing_of_anothers(client):
-    ada, bob = someone("ada"), someone("bob")
-    chat = Conversation(client, False, user=ada)
-    chat.send("My name is Ada")
-    run = client.post("/responses", json={"input": [{"role": "user", "content": "Hello"}], "background": True},
-                      headers=as_user(ada)).json()  # fmt: skip
-    finished(client, run["id"], ada)
-    Conversation(client, False, user=bob).send("My name is Bob")
-    response = client.get("/me/export", headers=as_user(ada))
-    assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")
-    exported = response.json()
-    assert exported["owner"] == ada and "Bob" not in response.text and bob not in response.text
-    assert {c["id"] for c in exported["conversations"]} == {chat.id, run["custom_outputs"]["session_id"]}
-    ours = next(c for c in exported["conversations"] if c["id"] == chat.id)
-    assert ours["title"] == "My name is Ada" and ours["items"][0] == {"role": "user", "content": "My name is Ada"}
-    assert len(ours["trace_ids"]) == len(ours["items"])
-    assert [r["id"] for r in exported["runs"]] == [run["id"]] and exported["runs"][0]["events"]
-    assert exported["runs"][0]["request"]["input"] == [{"role": "user", "content": "Hello"}]
-    assert [m["text"] for m in exported["memories"]] == ["My name is Ada"] and exported["approval_answers"] == []
-    assert "trace" in exported["about"] and isinstance(exported["trace_ids"], list)
-
-
-@pytest.mark.usefixtures("traced")
-def test_export_lists_the_trace_of_each_answer(client):
-    ada = someone("ada")
-    items = Conversation(client, False, user=ada)
-    items.send("Hello")
-    exported = client.get("/me/export", headers=as_user(ada)).json()
-    answers = [t for t in exported["conversations"][0]["trace_ids"] if t]
-    assert answers and exported["trace_ids"] == answers
-
-
-def test_delete_me_leaves_nothing_of_the_caller_and_touches_no_one_else(client, caplog):
-    ada, bob = someone("ada"), someone("bob")
-    words = {user: f"word{uuid.uuid4().hex}" for user in (ada, bob)}  # in the search index of SQLite, by owner
-    for user in (ada, bob):
-        Conversation(client, False, user=user).send("My name is Ada")
-        Conversation(client, False, user=user).send(f"Remember the code {words[user]}")
-        client.post("/invocations", json={"input": [{"role": "user", "content": "Hi"}]},
-                    headers={**as_user(user), "Idempotency-Key": f"k-{uuid.uuid4()}"})  # fmt: skip
-    from agent_server.memory import approval_store
-    from agent_server.memory.schema import turn_queue
-
-    for user in (ada, bob):  # an approval answer, as the request guard keeps it; a waiting turn's place
-        in_database(functools.partial(approval_store.keep_first_answers, user, {f"mcpr_{uuid.uuid4().hex}": True}))
-        place = {"owner": user, "conversation_id": "busy", "lease": f"gone:1/{uuid.uuid4().hex}", "expires_at": 0.0}
-        in_database(lambda connection, place=place: connection.execute(turn_queue.insert().values(place)))
-    before = rows_of(bob)
-    with caplog.at_level("INFO", logger="agent_server.memory"):
-        answer = client.delete("/me", headers=as_user(ada))
-    assert answer.status_code == 200
-    deleted = answer.json()["deleted"]
-    assert deleted["conversations"] == 3 and deleted["memories"] == 2 and deleted["runs"] == 1, deleted
-    assert deleted["approval_answers"] == 1 and deleted["waiting_turns"] == 1
-    assert deleted["items"] >= 8 and deleted["run_events"] >= 1
-    left = rows_of(ada)
-    assert left == dict.fromkeys(("conversations", "items", "runs", "memories", "approval_answers", "waiting_turns"), 0)
-    assert rows_of(bob) == before, "no one else's rows"
-    assert client.get("/conversations", headers=as_user(ada)).json()["conversations"] == []
-    if memory.memory_settings().backend == "sqlite":  # nor anything of theirs in FTS5's index (PostgreSQL: the table)
-
-        def indexed(word: str) -> Any:
-            search = "SELECT count(*) FROM agent_memories_search WHERE agent_memories_search MATCH :word"
-            return lambda connection: connection.scalar(sa.text(search), {"word": f'"{word}"'})
-
-        assert (in_database(indexed(words[ada])), in_database(indexed(words[bob]))) == (0, 1)
-    logged = [r.getMessage() for r in caplog.records if "deleted their data" in r.getMessage()]
-    assert len(logged) == 1 and "Ada" not in logged[0] and ada not in logged[0] and "3 conversations" in logged[0]
-
-
-def test_with_memory_off_the_caller_is_told_that_nothing_is_kept_but_traces(app_settings, api_mode):
-    app_settings.setenv("MEMORY_BACKEND", "none")
-    from agent_server.app import app
-
-    with TestClient(app) as client:
-        exported = client.get("/me/export").json()
-        assert exported["owner"] == "local" and exported["conversations"] == [] and exported["memories"] == []
-        assert "keeps nothing about you server-side" in exported["about"] and "trace" in exported["about"]
-        gone = client.delete("/me").json()
-        assert set(gone["deleted"].values()) == {0} and "keeps nothing" in gone["about"]
-        assert client.get("/memories").status_code == 404
 
 
 def test_with_long_term_memory_off_the_model_is_offered_no_memory_tools(backend, api_mode, model_log):  # noqa: F811

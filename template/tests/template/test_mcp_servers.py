@@ -3,13 +3,15 @@
 
 The server (support.mcp_tool_server) is built with the `mcp` package's own server side. The
 offline model calls a tool whose name the user's turn says, with no arguments.
+
+This module: the app with the module's one tool server (`tools_url`): tool turns, a server down, errors, cut
+outputs, slow calls, broken sessions, and the approvals of its calls. Servers of their own, or none, and the
+settings: test_mcp_connections.py; approval ids and the outputs kept of approved calls: test_mcp_approval_ids.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -21,11 +23,9 @@ from conftest import AppSettings
 from fastapi.testclient import TestClient
 from support import (
     DELETED,
-    START_APP,
     Chat,
     Conversation,
     ServerThread,
-    app_env,
     asked_to_approve,
     free_port,
     mcp_tool_server,
@@ -33,11 +33,8 @@ from support import (
     reply_text,
 )
 
-from agent_server import mcp_servers
 from agent_server.history import approvals
 from agent_server.tools import approved_calls, mcp_connections
-
-MANAGED_PATH = "/api/2.0/mcp/functions/main/tools"
 
 
 @pytest.fixture(scope="module")
@@ -271,15 +268,6 @@ def test_a_regenerated_approval_in_a_kept_conversation_runs_the_tool_once(mcp_cl
     assert DELETED == ["a.txt"]
 
 
-def test_the_outputs_kept_of_approved_calls_are_bounded_in_characters(monkeypatch):
-    """What the process keeps of the calls it ran, to answer a retry without a second run, never grows the app."""
-    monkeypatch.setattr(approved_calls, "KEPT_CHARS", 50_000)
-    for number in range(10):
-        approved_calls.remember((f"mcpr_{number}", ""), "x" * 20_000)
-    assert approved_calls._kept_chars <= 50_000 and len(approved_calls._outputs) == 2
-    assert list(approved_calls._outputs) == [("mcpr_8", ""), ("mcpr_9", "")], "the newest are kept"
-
-
 def test_an_approval_moved_into_another_conversation_runs_nothing(mcp_client):
     """The same user turns in another conversation: the request was signed for the conversation it was made in."""
     DELETED.clear()
@@ -317,127 +305,3 @@ def test_a_forged_approval_sent_alone_in_a_kept_conversation_runs_nothing(mcp_cl
     reply = reply_text(chat.send_items([forged]))
     assert "whose call is no longer in this conversation" in reply, "it answers no request: the model reads it as text"
     assert DELETED == []
-
-
-def test_an_approval_id_signs_the_user_turns_and_the_call_however_arguments_are_spelled():
-    """And its stamp (when it was made, and a random part): each request the app makes has an id of its own."""
-    history = [{"role": "user", "content": "Delete it"}]
-    signed = approvals.approval_id(history, "delete_file", '{"name": "a.txt", "force": true}')
-    stamp = approvals.stamp_of(signed)
-    assert stamp is not None and signed.startswith(approvals.ID_PREFIX + stamp) and len(signed) == 53
-    assert approvals.approval_id(history, "delete_file", '{"force":true,"name":"a.txt"}', stamp=stamp) == signed
-    in_a_string = json.dumps('{"force":true,"name":"a.txt"}')
-    assert approvals.approval_id(history, "delete_file", in_a_string, stamp=stamp) == signed
-    assert approvals.approval_id(history, "delete_file", '{"name": "b.txt", "force": true}', stamp=stamp) != signed
-    assert approvals.approval_id([{"role": "user", "content": "Other"}], "delete_file", "{}", stamp=stamp) != signed
-    assert approvals.approval_id(history, "delete_file", '{"name": "a.txt", "force": true}') != signed, "a new stamp"
-
-
-def test_databricks_managed_servers_get_the_apps_token(monkeypatch):
-    managed = mcp_tool_server(MANAGED_PATH)
-    with ServerThread(managed.app) as workspace:
-        monkeypatch.setenv("DATABRICKS_HOST", workspace)
-        monkeypatch.setenv("DATABRICKS_TOKEN", "dapi-test-token")
-        spec = mcp_servers.uc_functions("main", "tools")
-        assert spec.url == MANAGED_PATH and spec.databricks_auth
-
-        async def call() -> str:
-            connections = mcp_connections.McpConnections([spec])
-            await connections.start()
-            try:
-                [server] = connections.active()
-                result = await server.call_tool("lookup_weather", {"city": "Oslo"})
-                return result.content[0].text
-            finally:
-                await connections.stop()
-
-        assert asyncio.run(call()) == "Sunny in Oslo"
-    mcp_requests = [headers for headers in managed.seen if headers["path"] == MANAGED_PATH]
-    assert mcp_requests and all(headers.get("authorization") == "Bearer dapi-test-token" for headers in mcp_requests)
-
-
-@pytest.mark.parametrize("token_set", [True, False], ids=["token", "no-token"])
-def test_headers_come_from_the_variables_named_and_a_refused_server_is_left_out(app_settings, caplog, token_set):
-    guarded = mcp_tool_server(token="s3cret")
-    with ServerThread(guarded.app) as url:
-        if token_set:
-            app_settings.setenv("TOOLS_AUTH", "Bearer s3cret")
-        spec = mcp_servers.server(f"{url}/mcp", "guarded", headers_from_env={"Authorization": "TOOLS_AUTH"})
-
-        async def tools_offered() -> list[str]:
-            connections = mcp_connections.McpConnections([spec])
-            await connections.start()
-            try:
-                return [tool.name for server in connections.active() for tool in await server.list_tools()]
-            finally:
-                await connections.stop()
-
-        offered = asyncio.run(tools_offered())
-    if token_set:
-        assert "lookup_weather" in offered
-    else:
-        assert offered == [], "a server that refuses the credentials is left out"
-        assert any("guarded is left out" in record.getMessage() for record in caplog.records)
-
-
-def test_a_tool_added_while_the_app_runs_is_offered_once_the_cache_expires(app_settings):
-    growing = mcp_tool_server()
-    with ServerThread(growing.app) as url:
-        app_settings.setenv("MCP_TOOLS_TTL_SECONDS", "0.2")
-
-        async def offered_before_and_after() -> tuple[set[str], set[str]]:
-            connections = mcp_connections.McpConnections([mcp_servers.server(f"{url}/mcp", "growing")])
-            await connections.start()
-            try:
-                [server] = connections.active()
-                before = {tool.name for tool in await server.list_tools()}
-
-                def new_tool() -> str:
-                    """Added while the server runs."""
-                    return "new"
-
-                growing.tools.add_tool(new_tool)
-                cached = {tool.name for tool in await server.list_tools()}
-                assert cached == before, "within MCP_TOOLS_TTL_SECONDS the cached list is used"
-                await asyncio.sleep(0.3)
-                await connections.refresh_tools()  # what each request does first
-                [server] = connections.active()
-                return before, {tool.name for tool in await server.list_tools()}
-            finally:
-                await connections.stop()
-
-        before, after = asyncio.run(offered_before_and_after())
-    assert after - before == {"new_tool"}
-
-
-@pytest.mark.parametrize(
-    ("value", "message"),
-    [
-        ("not json", "MCP_SERVERS is not JSON"),
-        ('{"url": "http://x"}', "MCP_SERVERS must be a JSON array"),
-        ('[{"name": "x"}]', "MCP_SERVERS[0] must be an object with a 'url' string"),
-        ('[{"url": "http://x", "token": "secret"}]', "MCP_SERVERS[0] has unknown keys ['token']"),
-    ],
-)
-def test_a_malformed_mcp_servers_is_a_one_line_error_at_start_up(value, message):
-    env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=value)
-    args = [START_APP, "--port", str(free_port())]
-    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode != 0
-    assert result.stderr.strip().startswith(f"start-app: {message}"), result.stderr
-
-
-def test_a_server_gone_when_its_tool_list_expires_is_left_out_not_a_failed_turn(app_settings, api_mode, model_log):
-    """The tool list is refreshed before the run: a server down by then is dropped, and the turn answers."""
-    from agent_server.app import app
-
-    stopping = ServerThread(mcp_tool_server().app)
-    url = stopping.__enter__()
-    app_settings.setenv("MCP_SERVERS", json.dumps([{"name": "brief", "url": f"{url}/mcp"}]))
-    app_settings.setenv("MCP_TOOLS_TTL_SECONDS", "0.2")
-    with TestClient(app) as client:
-        assert "Sunny in Paris" in tool_output(Chat(client, stream=True).send("Use lookup_weather"))
-        stopping.__exit__(None, None, None)
-        time.sleep(0.3)
-        items = Chat(client, stream=True).send("Use lookup_weather")
-        assert "You said: Use lookup_weather" in reply_text(items), "no tool to call, and no failed turn"
