@@ -44,10 +44,10 @@ from postgres import PostgresServer  # noqa: E402  (the tests' own PostgreSQL, o
 
 HEADING = "## Instances behind a load balancer (benchmarks/load_balancer.py)"
 HAPROXY = "/usr/sbin/haproxy"
-MODEL_SECONDS = 1.0  # each model call's latency (slow_model.py)
+MODEL_SECONDS = 2.0  # each model call's latency (slow_model.py)
 PER_INSTANCE = 4  # requests an instance takes at once (HAProxy's maxconn on each server)
-P99_TARGET = 2.0  # seconds, two model calls: a turn that waited about a whole turn for its place crosses it
-STEP, SECONDS, WARM = 2, 15, 3  # clients added a step; each step measured for SECONDS after WARM
+P99_TARGET = 2 * MODEL_SECONDS  # two model calls: a turn that waited about a whole turn for its place crosses it
+STEP, SECONDS, WARM = 2, 20, 4  # clients added a step; each step measured for SECONDS after WARM
 RUNS = 8
 
 
@@ -227,10 +227,11 @@ def report(args: argparse.Namespace, rows: list[tuple[int, list[tuple], tuple]],
     table = []
     for count, done, best in rows:
         clients, rate, p50, p99, failed, cores, others = best
+        bound = count * PER_INSTANCE / MODEL_SECONDS
         after = [step for step in done if step[0] > clients]
         crossed = f"{after[0][0]}: {after[0][3] * 1000:.0f}" if after else "not reached"
         table.append(
-            f"| {count} | {count * PER_INSTANCE / MODEL_SECONDS:.0f} | {clients} | {rate:.2f} | {rate / one:.2f}× "
+            f"| {count} | {bound:g} | {clients} | {rate:.2f} | {rate / bound:.0%} | {rate / one:.2f}× "
             f"| {p50 * 1000:.0f} | {p99 * 1000:.0f} | {crossed} | {cores:.2f} | {others:.2f} "
             f"| {sum(step[4] for step in done)} |"
         )
@@ -249,9 +250,9 @@ def report(args: argparse.Namespace, rows: list[tuple[int, list[tuple], tuple]],
             f"The bound is {PER_INSTANCE} turns at once an instance, so {PER_INSTANCE / MODEL_SECONDS:g} turns a "
             "second an instance; the cores columns say the two shared cores were not the bound (benchmarks/README.md).",
             "",
-            "| instances | bound, turns/s | clients | turns/s | over 1 | p50, ms | p99, ms "
+            "| instances | bound, turns/s | clients | turns/s | of the bound | over 1 | p50, ms | p99, ms "
             "| next step: clients: p99, ms | instances' CPU, cores | PostgreSQL, HAProxy and model, cores | failed |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
             *table,
             "",
             f"A follower on instance B of a run on instance A ({RUNS} runs, {len(delays)} events after a 3 s tool): "
