@@ -359,14 +359,14 @@ def test_kill_9_of_an_instance_mid_run_and_its_run_finishes_on_another(cluster, 
 
 
 def test_the_pages_resume_works_whichever_instance_the_load_balancer_picks(cluster, browser, record_property):
-    """The chat page, through HAProxy, asks for a slow tool (a background run); the instance running it is stopped
+    """The chat page, through HAProxy, asks for a 5 s tool (a background run); the instance running it is stopped
     (SIGTERM) mid-turn and the page reloaded once that instance refuses connections: the reload reaches another
     instance, which follows the run from the store, and the page shows the whole answer, once."""
     began = time.monotonic()
     user = f"page-{uuid.uuid4().hex[:8]}@example.com"
     page = browser.new_page(extra_http_headers={"x-test-user": user})
     chat = chat_page.ChatPage(page, cluster.url)
-    page.fill("#prompt", "Please run slow_lookup")
+    page.fill("#prompt", "Please run five_second_job")
     chat.send.click()
     run_id = chat_page.pending_run(page)["runId"]
     holder = cluster.postgres.psql(f"SELECT holder FROM agent_runs WHERE id = '{run_id}'")  # instance:pid/lease
@@ -384,10 +384,10 @@ def test_the_pages_resume_works_whichever_instance_the_load_balancer_picks(clust
             assert time.monotonic() < deadline, "the stopping instance still takes connections"
             time.sleep(0.05)
         run = httpx.get(f"{cluster.url}/responses/{run_id}", headers={"x-test-user": user}, timeout=30).json()
-        assert run["status"] == "in_progress", "the reload comes mid-turn"
+        assert run["status"] == "in_progress", "refused mid-turn (uvicorn's workers: once it exited)"
         page.reload()
         expect(chat.replies).to_have_count(1, timeout=30_000)
-        expect(chat.replies.nth(0)).to_contain_text("The tool returned: late.")
+        expect(chat.replies.nth(0)).to_contain_text("The tool returned: finished after five seconds")
         assert chat.replies.nth(0).inner_text().count("The tool returned") == 1, "the answer's text once"
         expect(page.locator("details.tool")).to_have_count(1)
         assert stopped.result(timeout=60) == 0, "it stopped cleanly"
