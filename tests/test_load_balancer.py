@@ -8,8 +8,9 @@ One cluster serves every test of this file, in this order:
   background run answered and stored, no tool run twice, no conversation left locked;
 - one user's turns a minute hold across the three instances (RATE_LIMIT_TURNS_PER_MINUTE, counted in the store);
 - a follower on instance B of a run on instance A sees every event once, in order, across a reconnect to C;
-- kill -9 of an instance mid-run: its run finishes on another within four heartbeats (last: the cluster is left
-  with two instances).
+- kill -9 of an instance mid-run: its run finishes on another within four heartbeats (the cluster is left with two
+  instances);
+- the chat page's resume through HAProxy, the instance running its turn stopped mid-turn (last: one is left).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 import re
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -29,6 +31,8 @@ from typing import Any
 
 import httpx
 import pytest
+import test_chat_page_in_chromium as chat_page
+from playwright.sync_api import expect
 from postgres import PostgresServer
 from renders import ROOT, clean_env, uv
 from servers import ServerProcess, app_support, free_port, reply_text
@@ -42,6 +46,8 @@ LIMIT = 8  # RATE_LIMIT_TURNS_PER_MINUTE of every instance: more than any chat o
 RENEW = 4.0  # MEMORY_LEASE_RENEW_SECONDS: runs beat every 2 s, and a dead process's run is claimed within 8 s
 CONCURRENCY = 16
 PAUSE = 0.3  # each client's think time between turns: the load leaves the 2 cores room to start instances
+
+browser = chat_page.browser  # the chat page tests' headless Chromium, a fixture here too
 
 
 def haproxy_config(listen: int, ports: list[int]) -> str:
@@ -350,3 +356,42 @@ def test_kill_9_of_an_instance_mid_run_and_its_run_finishes_on_another(cluster, 
     assert took < 4 * RENEW / 2 + 3 * RENEW + 5, took
     assert "interrupted" in json.dumps(done["output"]), "the call it was running is answered as interrupted"
     record_property("figures", f"kill -9: the run finished on another instance {took:.1f} s later")
+
+
+def test_the_pages_resume_works_whichever_instance_the_load_balancer_picks(cluster, browser, record_property):
+    """The chat page, through HAProxy, asks for a 5 s tool (a background run); the instance running it is stopped
+    (SIGTERM) mid-turn and the page reloaded once that instance refuses connections: the reload reaches another
+    instance, which follows the run from the store, and the page shows the whole answer, once."""
+    began = time.monotonic()
+    user = f"page-{uuid.uuid4().hex[:8]}@example.com"
+    page = browser.new_page(extra_http_headers={"x-test-user": user})
+    chat = chat_page.ChatPage(page, cluster.url)
+    page.fill("#prompt", "Please run five_second_job")
+    chat.send.click()
+    run_id = chat_page.pending_run(page)["runId"]
+    holder = cluster.postgres.psql(f"SELECT holder FROM agent_runs WHERE id = '{run_id}'")  # instance:pid/lease
+    pid = int(holder.split("/")[0].rsplit(":", 1)[1])
+    running = [each for each in cluster.instances if each.server and each.server.process.pid == os.getpgid(pid)]
+    assert len(running) == 1, (holder, [each.name for each in cluster.instances])
+    with concurrent.futures.ThreadPoolExecutor(1) as stopping:
+        stopped = stopping.submit(running[0].stop)
+        deadline = time.monotonic() + 10
+        while True:  # until it refuses new connections: HAProxy sends the reload elsewhere
+            try:
+                socket.create_connection(("127.0.0.1", running[0].port), timeout=1).close()
+            except ConnectionRefusedError:
+                break
+            assert time.monotonic() < deadline, "the stopping instance still takes connections"
+            time.sleep(0.05)
+        run = httpx.get(f"{cluster.url}/responses/{run_id}", headers={"x-test-user": user}, timeout=30).json()
+        assert run["status"] == "in_progress", "refused mid-turn (uvicorn's workers: once it exited)"
+        page.reload()
+        expect(chat.replies).to_have_count(1, timeout=30_000)
+        expect(chat.replies.nth(0)).to_contain_text("The tool returned: finished after five seconds")
+        assert chat.replies.nth(0).inner_text().count("The tool returned") == 1, "the answer's text once"
+        expect(page.locator("details.tool")).to_have_count(1)
+        assert stopped.result(timeout=60) == 0, "it stopped cleanly"
+    expect(page.locator(".error")).to_have_count(0)
+    assert not chat.errors
+    took = time.monotonic() - began
+    record_property("figures", f"the page's resume through HAProxy, its instance stopped: {took:.1f} s")

@@ -28,6 +28,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import Any
 
 from agent_server import config, llm
 from agent_server.config import LOOPBACK_HOSTS, is_loopback
@@ -152,8 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     # Each process serving the app sends the traces it still holds as it stops (app.py's lifespan): uvicorn stops on
     # SIGINT or SIGTERM by raising the signal again, which skips atexit, and so MLflow's own flush.
     tracing.flush_on_stop()
-    uvicorn.run(
-        "agent_server.app:app",
+    options = dict(
         host=args.host,
         port=args.port,
         workers=args.workers,
@@ -164,6 +164,26 @@ def main(argv: list[str] | None = None) -> None:
         reload=args.reload,
         reload_dirs=[str(Path(__file__).parent)] if args.reload else None,
     )
+    if args.workers > 1 and not args.reload:
+        serve_workers(uvicorn.Config("agent_server.app:app", **options))
+    else:
+        uvicorn.run("agent_server.app:app", **options)
+
+
+def serve_workers(server_config: Any) -> None:
+    """uvicorn's supervisor of several workers (as `uvicorn.run` starts it), but on SIGTERM it closes its own copy
+    of the listening socket before it stops them, so that new connections are refused as soon as the workers close
+    theirs, and a load balancer sends them to another instance while the running turns finish here. uvicorn's
+    keeps it open until it exits: new connections waited unanswered in the socket's queue the whole grace period."""
+    from uvicorn.supervisors import Multiprocess
+
+    class Supervisor(Multiprocess):
+        def terminate_all(self) -> None:  # called once, as the supervisor stops
+            for listening in self.sockets:
+                listening.close()
+            super().terminate_all()
+
+    Supervisor(server_config, sockets=[server_config.bind_socket()]).run()
 
 
 def load_env_file(path: Path) -> bool:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -63,6 +66,7 @@ def test_two_workers_answer_each_others_approvals_and_continue_each_others_conve
         assert all(reply.startswith("The tool returned: An example tool") for reply in replies), replies
         assert all(cpu_ticks(pid) > before[pid] for pid in workers), "both processes served"
         assert "2 worker processes" in app.output
+        stopping_refuses_new_connections(app, url)
     assert app.process is not None and app.process.returncode == 0, app.output
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()], "SIGTERM stopped the workers too"
     logged = [json.loads(line) for line in app.output.splitlines() if line.startswith("{")]
@@ -70,6 +74,27 @@ def test_two_workers_answer_each_others_approvals_and_continue_each_others_conve
     assert len(posts) == 48, "each request, as JSON"
     traces = Path(env["MLFLOW_TRACKING_URI"].removeprefix("file:")).glob("*/traces/*")
     assert len([folder for folder in traces if folder.is_dir()]) == 48, "each request traced, and flushed on stop"
+
+
+def stopping_refuses_new_connections(app: StartedApp, url: str) -> None:
+    """SIGTERM while a request is open (a worker waits for its body): new connections are refused within a moment,
+    while that request keeps the app running (a load balancer sends them to another instance meanwhile)."""
+    address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    head = f"POST /invocations HTTP/1.1\r\nHost: {address[0]}\r\nContent-Type: application/json\r\n"
+    head += "Content-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+    with socket.create_connection(address, timeout=30) as held:
+        held.sendall(head.encode())
+        assert held.recv(100).startswith(b"HTTP/1.1 100"), "a worker reads the request's body"
+        app.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 4  # before the open request's share of the grace period (5 s) ends
+        while True:
+            try:
+                socket.create_connection(address, timeout=1).close()
+            except ConnectionRefusedError:
+                break
+            assert time.monotonic() < deadline, "a stopping app still takes connections"
+            time.sleep(0.05)
+        assert app.process.poll() is None, "refused while it still stops"
 
 
 @pytest.mark.parametrize(
