@@ -47,7 +47,7 @@ RENEW = 4.0  # MEMORY_LEASE_RENEW_SECONDS: runs beat every 2 s, and a dead proce
 CONCURRENCY = 16
 PAUSE = 0.3  # each client's think time between turns: the load leaves the 2 cores room to start instances
 
-browser = chat_page.browser  # the chat page tests' headless Chromium, a fixture here too
+chromium, browser = chat_page.chromium, chat_page.browser  # the chat page tests' headless Chromium, fixtures here too
 
 
 def haproxy_config(listen: int, ports: list[int]) -> str:
