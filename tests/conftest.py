@@ -5,6 +5,9 @@ from pathlib import Path
 import pytest
 from renders import MATRIX, render
 
+# Fixtures that tests in several modules share, one instance per worker: the chat page's browser and apps.
+pytest_plugins = ["chat_page_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def renders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
