@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 from renders import MATRIX, render
 
-# Fixtures that tests in several modules share, one instance per worker: the chat page's browser and apps.
-pytest_plugins = ["chat_page_fixtures"]
+# Fixtures that tests in several modules share, one instance per worker: the chat page's browser and apps, and the
+# template versions the update tests update between.
+pytest_plugins = ["chat_page_fixtures", "update_support"]
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from renders import passed, render
 from template_versions import append, commit, generate, git, new_repo, release, update
-from test_update import (
+from update_support import (
     COPIER,
     OWNER_FILES,
     OWNER_README,
