@@ -11,6 +11,8 @@ tests/chat_page_fixtures.py.
 from __future__ import annotations
 
 import base64
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,13 @@ def attach_by_button(page: Page, name: str, media: str, data: bytes) -> None:
     with page.expect_file_chooser() as chooser:
         page.click("#attach")
     chooser.value.set_files([{"name": name, "mimeType": media, "buffer": data}])
+
+
+def pending_run(page: Page) -> dict[str, Any]:
+    """The run the page is streaming, once the app has named it (its first event). Polled from here: the page's
+    security policy refuses the string a `wait_for_function` would evaluate in it."""
+    deadline = time.monotonic() + 30
+    while (pending := page.evaluate("localStorage.getItem('agent-chat-run')")) is None:
+        assert time.monotonic() < deadline, "the page never named its run"
+        page.wait_for_timeout(20)
+    return json.loads(pending)

@@ -5,30 +5,19 @@ running with its seconds, then done, or interrupted by Stop.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import Any
 
 import httpx
 import pytest
-from chat_page_support import LOGO, ChatPage, attach_by_button, screenshots
+from chat_page_support import LOGO, ChatPage, attach_by_button, pending_run, screenshots
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.xdist_group("browser")
 
 
 # --- long-running turns: a background run, resumed after a reload, stopped ------------------------
-
-
-def pending_run(page: Page) -> dict[str, Any]:
-    """The run the page is streaming, once the app has named it (its first event). Polled from here: the page's
-    security policy refuses the string a `wait_for_function` would evaluate in it."""
-    deadline = time.monotonic() + 30
-    while (pending := page.evaluate("localStorage.getItem('agent-chat-run')")) is None:
-        assert time.monotonic() < deadline, "the page never named its run"
-        page.wait_for_timeout(20)
-    return json.loads(pending)
 
 
 def test_a_reload_mid_answer_resumes_the_run_with_nothing_lost_or_twice(slow_tools_app, browser_page):
