@@ -5,6 +5,10 @@ from pathlib import Path
 import pytest
 from renders import MATRIX, render
 
+# Fixtures that tests in several modules share, one instance per worker: the chat page's browser and apps, the
+# template versions the update tests update between, and the Apps runtime's uv.
+pytest_plugins = ["chat_page_fixtures", "deploy_support", "update_support"]
+
 
 @pytest.fixture(scope="session")
 def renders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from renders import ROOT, clean_env, run, uv
 from servers import ServerProcess
@@ -150,3 +151,19 @@ def workspace_log(workspace: str) -> list[dict[str, Any]]:
     status, body = http("GET", f"{workspace}/fake/log")
     assert status == 200, body
     return json.loads(body)
+
+
+# The runtime's uv, for the rehearsal (tests/test_deploy_rehearsal.py) and the Dockerfile's installs
+# (tests/test_deploy_dockerfile.py): a session fixture, so that it is installed once per worker (xdist group "deploy").
+@pytest.fixture(scope="session")
+def uv_of_the_runtime(tmp_path_factory) -> Path:
+    return runtime_uv(tmp_path_factory.mktemp("uv") / "venv")
+
+
+# What the Databricks Apps proxy adds to every request it lets through: who is calling. Memory keeps
+# conversations per user (agent_server/memory/), so a deployed app refuses a request without them.
+FORWARDED_USER = {"x-forwarded-user": "4242424242@1234567890123456", "x-forwarded-email": "dev@example.com"}
+
+
+def through_the_proxy(headers: dict[str, str] | None = None) -> dict[str, str]:
+    return {**FORWARDED_USER, **(headers or {})}

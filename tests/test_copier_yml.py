@@ -14,11 +14,11 @@ CONFIG = yaml.safe_load((ROOT / "copier.yml").read_text())
 
 def test_needs_no_trust():
     # _tasks, Jinja extensions and version-less migrations are what make copier ask for --trust;
-    # there are no migrations yet (tests/test_update.py shows one that needs --trust only across its release).
+    # there are no migrations yet (tests/test_update_trust.py shows one that needs --trust only across its release).
     assert "_tasks" not in CONFIG
     assert "_jinja_extensions" not in CONFIG
     # A migration needs a version, a `_stage == 'before'` condition and a CHANGELOG entry that says
-    # --trust (README.md, **Migrations**; tests/test_update.py checks the documented example).
+    # --trust (README.md, **Migrations**; tests/test_update_trust.py checks the documented example).
     assert "_migrations" not in CONFIG
 
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import chat_page_support as chat_page
 import httpx
 import pytest
-import test_chat_page_in_chromium as chat_page
 from playwright.sync_api import expect
 from postgres import PostgresServer
 from renders import ROOT, clean_env, uv
@@ -46,8 +46,6 @@ LIMIT = 8  # RATE_LIMIT_TURNS_PER_MINUTE of every instance: more than any chat o
 RENEW = 4.0  # MEMORY_LEASE_RENEW_SECONDS: runs beat every 2 s, and a dead process's run is claimed within 8 s
 CONCURRENCY = 16
 PAUSE = 0.3  # each client's think time between turns: the load leaves the 2 cores room to start instances
-
-chromium, browser = chat_page.chromium, chat_page.browser  # the chat page tests' headless Chromium, fixtures here too
 
 
 def haproxy_config(listen: int, ports: list[int]) -> str:

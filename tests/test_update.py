@@ -1,12 +1,9 @@
 """`copier update` brings template fixes into existing apps and keeps their owners' changes.
 
-The versions are built by `versions` below, in a temporary repo, from the working tree:
-- 0.0.1: an app from before the render step and the update tooling: its handlers pass MLflow's
-  items straight to Runner, and its agent.py has no hooks;
-- 0.1.0: the working tree as it is (the repo's HEAD);
-- 0.2.0, on a branch: 0.1.0 plus a template change to the render step (history.py, handlers.py,
-  a test for the new rule) and to the README.
-Updates run without --trust (unsafe=False); only the one across a migration needs it.
+Here, the oldest of the versions that tests/update_support.py builds (0.0.1, an app from before the render step and
+the update tooling) updates to what HEAD renders, and an app of it gets the render step: its second prompt then
+works. tests/test_update_customised.py updates an owner's customised app; tests/test_update_trust.py shows what an
+update asks of the owner. Updates run without --trust (unsafe=False); only the one across a migration needs it.
 """
 
 from __future__ import annotations
@@ -15,181 +12,17 @@ import json
 import re
 import sqlite3
 import subprocess
-import sys
-import textwrap
-import tomllib
 from pathlib import Path
 
-import copier
-import httpx
 import pytest
-import yaml
-from copier.errors import UnsafeTemplateError
-from renders import ROOT, assert_all_passed, clean_env, passed, render, rendered_defaults, uv, uv_binary
-from servers import ServerProcess, free_port
-from template_versions import append, commit, generate, git, new_repo, release, replace_once, update
+from renders import render, rendered_defaults, uv
+from template_versions import commit, generate, update
+from update_support import COPIER, OWNER_FILES, answers, app_env, assert_no_leftovers, files, relock_and_test
 
 pytestmark = pytest.mark.xdist_group("update")
 
-CONFIG = yaml.safe_load((ROOT / "copier.yml").read_text())
-OWNER_FILES = set(CONFIG["_skip_if_exists"])
-COPIER = str(Path(sys.executable).with_name("copier"))
-GITHUB = "{% if github_ci %}.github{% endif %}"
 
-# The handler as agent apps wrote it before the render step existed.
-PRE_RENDER_MODEL_INPUT = """def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
-    return [item.model_dump() for item in request.input]
-
-
-"""
-# Files the update tooling added; an app from before it has none of them.
-UPDATE_TOOLING = [
-    "template/scripts/check_update_leftovers.py",
-    "template/.pre-commit-config.yaml",
-    "template/tests/template/test_update_leftovers.py",
-    "template/tests/template/test_owner_hooks.py",
-    f"template/{GITHUB}/workflows/template-update.yml",
-]
-
-
-def before_the_render_step(repo: Path) -> None:
-    replace_once(repo / "template/agent_server/handlers.py", r"def model_input\(.*?\n\n\n", PRE_RENDER_MODEL_INPUT)
-    replace_once(repo / "template/agent_server/agent.py.jinja", r"\n\n\ndef customize_history\(.*", "\n")
-    for name in UPDATE_TOOLING:
-        (repo / name).unlink()
-
-
-def template_change(repo: Path) -> None:
-    """What a template release typically does: a new render rule, wired into the handlers, with a test."""
-    append(
-        repo / "template/agent_server/history/render.py",
-        textwrap.dedent('''
-
-            def strip_byte_order_marks(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-                """A byte order mark at the start of a user's text is dropped."""
-                return [
-                    {**item, "content": item["content"].lstrip("\\ufeff")}
-                    if item.get("role") == "user" and isinstance(item.get("content"), str)
-                    else item
-                    for item in items
-                ]
-            '''),
-    )
-    handlers = repo / "template/agent_server/handlers.py"
-    assert "def model_input(" in handlers.read_text(), "handlers.py has no model_input: update this synthetic edit"
-    append(
-        handlers,
-        textwrap.dedent("""
-
-            from agent_server.history.render import strip_byte_order_marks  # noqa: E402
-
-            _model_input_without_the_new_rule = model_input
-
-
-            def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
-                return strip_byte_order_marks(_model_input_without_the_new_rule(request))
-            """),
-    )
-    (repo / "template/tests/template/test_byte_order_marks.py").write_text(
-        textwrap.dedent('''\
-            # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-            """The rule added by the template's release 0.2.0."""
-
-            from support import Chat, reply_text
-
-            from agent_server.history.render import strip_byte_order_marks
-
-
-            def test_the_rule():
-                items = [{"role": "user", "content": "\\ufeffHi"}, {"role": "assistant", "content": "\\ufeffHo"}]
-                assert strip_byte_order_marks(items) == [items[0] | {"content": "Hi"}, items[1]]
-
-
-            def test_the_model_never_sees_a_byte_order_mark(app_client):  # in both API modes (conftest)
-                assert reply_text(Chat(app_client, stream=False).send("\\ufeffHello")).endswith("You said: Hello")
-            '''),
-    )
-    append(repo / "template/README.md.jinja", "\n## Support\n\nAsk the platform team.\n")
-
-
-@pytest.fixture(scope="module")
-def versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    repo = new_repo(tmp_path_factory.mktemp("template") / "repo")
-    release(repo, "0.0.1", before_the_render_step)
-    release(repo, "0.1.0")
-    git("switch", "-q", "-c", "next", cwd=repo)
-    release(repo, "0.2.0", template_change, from_working_tree=False)
-    git("switch", "-q", "main", cwd=repo)  # HEAD is 0.1.0, the working tree
-    return repo
-
-
-# --- helpers ------------------------------------------------------------------------------------
-
-
-def assert_no_leftovers(app: Path) -> None:
-    assert not list(app.rglob("*.rej"))
-    assert git("ls-files", "-u", cwd=app) == "", "files left unmerged"
-    # The app's own check, as its CI and pre-commit hook run it.
-    result = subprocess.run(
-        [sys.executable, "scripts/check_update_leftovers.py"], cwd=app, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout
-
-
-def files(app: Path) -> dict[str, bytes]:
-    return {
-        str(path.relative_to(app)): path.read_bytes()
-        for path in sorted(app.rglob("*"))
-        if path.is_file() and not {".git", ".venv"} & set(path.relative_to(app).parts)
-    }
-
-
-def answers(app: Path) -> dict:
-    return yaml.safe_load((app / ".copier-answers.yml").read_text())
-
-
-WEEKLY_WORKFLOW = ROOT / "template" / GITHUB / "workflows" / "template-update.yml"
-
-
-def weekly_check(app: Path, tmp_path: Path) -> tuple[int, str]:
-    """The app's weekly template-update job, run here: its script, with `uvx` running the tested copier.
-
-    Returns the job's exit code and what it wrote to the run summary.
-    """
-    (step,) = yaml.safe_load(WEEKLY_WORKFLOW.read_text())["jobs"]["check"]["steps"][2:]
-    shims = tmp_path / "shims"
-    shims.mkdir(exist_ok=True)
-    uvx = shims / "uvx"  # `uvx --from SPEC copier ARGS...` -> `copier ARGS...`
-    uvx.write_text(f'#!/bin/sh\nshift 3\nexec "{COPIER}" "$@"\n')
-    uvx.chmod(0o755)
-    summary = tmp_path / "summary.md"
-    summary.write_text("")
-    env = clean_env(PATH=f"{shims}:{clean_env()['PATH']}", GITHUB_STEP_SUMMARY=str(summary))
-    # As GitHub runs a `run:` step: bash -e -o pipefail, in the checkout.
-    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", step["run"]], cwd=app, env=env, capture_output=True)
-    return result.returncode, summary.read_text()
-
-
-def test_the_weekly_workflow_runs_the_tested_copier():
-    pins = re.findall(r"--from 'copier==([\d.]+)' copier check-update", WEEKLY_WORKFLOW.read_text())
-    assert pins and set(pins) == {copier.__version__}, f"pin copier=={copier.__version__}, the version tested here"
-
-
-def app_env() -> dict[str, str]:
-    return clean_env(LLM_PROVIDER="offline", LLM_MODEL="offline", LLM_API="chat_completions")
-
-
-def relock_and_test(app: Path, *tests: str) -> str:
-    """The closing message's steps: `uv lock`, `uv sync --locked`, `uv run pytest`; returns pytest's output."""
-    uv_from_cache("lock", "--no-config", cwd=app)
-    uv("sync", "--locked", "--dev", "--no-config", cwd=app)
-    pytest_args = ["pytest", "-v", "-p", "no:cacheprovider", *tests]
-    result = uv("run", "--locked", "--no-config", *pytest_args, cwd=app, env=app_env())
-    assert_all_passed(result)
-    return result.stdout
-
-
-# --- 1. the previous version updates to HEAD ----------------------------------------------------
+# --- the previous version updates to HEAD ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -216,126 +49,8 @@ def test_previous_version_updates_to_what_head_renders(versions, tmp_path, data)
     assert [name for name in updated if updated[name] != fresh[name]] == []
 
 
-# --- 2. a customised app ------------------------------------------------------------------------
+# --- the retrofit: an app from before the render step ---------------------------------------------
 
-OWNER_INSTRUCTIONS = 'INSTRUCTIONS = """You are the support bot for Acme. Use count_words for word counts."""'
-OWNER_TOOL = '''@function_tool
-def count_words(text: str) -> int:
-    """Count the words in a text."""
-    return len(funcy.re_all(r"\\w+", text))
-
-
-def create_agent('''
-OWNER_TEST = '''"""The owner's own test: kept by every update."""
-
-from agent_server.agent import create_agent
-
-
-def test_my_agent():
-    agent = create_agent()
-    assert "Acme" in agent.instructions
-    assert [tool.name for tool in agent.tools][:2] == ["count_words", "get_current_time"]
-'''
-OWNER_README = "Questions about this bot go to the Acme support team.\n\n"
-OWNER_ENV = "\n# Acme's search service, used by the search tool.\nACME_SEARCH_URL=http://localhost:9200\n"
-# The page's look, in the owner's .env (README, Your code): no update touches it.
-OWNER_LOOK = (
-    'CHAT_TITLE="Acme support"\nCHAT_GREETING="Ask about your Acme order."\nCHAT_PROMPTS="Where is it?|Return it"\n'
-)
-
-
-def customise(app: Path) -> None:
-    """What an owner does: their instructions and a tool, a test, a dependency, README and .env.example edits."""
-    agent = app / "agent_server/agent.py"
-    replace_once(agent, r'INSTRUCTIONS = """.*?"""', OWNER_INSTRUCTIONS)
-    replace_once(agent, r"def create_agent\(", OWNER_TOOL)
-    # The owner's tool joins the starter's (get_current_time, and send_summary since the release that added it).
-    replace_once(agent, r"tools=\[get_current_time", "tools=[count_words, get_current_time")
-    replace_once(agent, r"\nfrom agents import ", "\nimport funcy\nfrom agents import ")
-    (app / "tests/test_my_agent.py").write_text(OWNER_TEST)
-    replace_once(app / "README.md", r"## Quick start\n\n", "## Quick start\n\n" + OWNER_README)
-    append(app / ".env.example", OWNER_ENV)
-    (app / ".env").write_text(OWNER_LOOK)
-    add_dependency(app, f"funcy=={locked_version(ROOT / 'uv.lock', 'funcy')}")
-
-
-def add_dependency(app: Path, requirement: str) -> None:
-    """`uv add`: changes pyproject.toml and uv.lock.
-
-    funcy is small, pure Python, not in the app's lock, and in this repo's own lock, so the uv
-    cache holds it once `scripts/test` has synced.
-    """
-    uv_from_cache("add", "--no-config", "--no-sync", requirement, cwd=app)
-
-
-def uv_from_cache(*args: str, cwd: Path) -> None:
-    """Offline when the uv cache holds the index pages too; on a cold cache, ask the registry as `uv sync` does."""
-    try:
-        uv(*args, "--offline", cwd=cwd)
-    except AssertionError:
-        uv(*args, cwd=cwd)
-
-
-def locked_version(lock: Path, name: str) -> str:
-    packages = tomllib.loads(lock.read_text())["package"]
-    return next(package["version"] for package in packages if package["name"] == name)
-
-
-def test_customised_app_keeps_its_changes_and_gets_the_template_change(versions, tmp_path):
-    app = generate(tmp_path / "app", versions, "0.1.0")
-    customise(app)
-    commit(app, "My agent")
-    mine = files(app)
-    assert "funcy" in mine["pyproject.toml"].decode() and "funcy" in mine["uv.lock"].decode()
-    status, summary = weekly_check(app, tmp_path)
-    assert status == 1, "the weekly job fails when a newer release is out"
-    assert "Current version is 0.1.0, latest version is 0.2.0." in summary
-
-    update(app, "0.2.0")
-
-    assert_no_leftovers(app)
-    now = files(app)
-    # The owner's changes are all there.
-    for name in ("agent_server/agent.py", "tests/test_my_agent.py", "uv.lock"):
-        assert now[name] == mine[name], name
-    assert '"funcy==' in now["pyproject.toml"].decode()
-    assert OWNER_README in now["README.md"].decode()
-    assert now[".env.example"].decode().endswith(OWNER_ENV)
-    # The template's change arrived, in the files it owns and in the shared README.
-    assert "def strip_byte_order_marks(" in now["agent_server/history/render.py"].decode()
-    assert "_model_input_without_the_new_rule(request)" in now["agent_server/handlers.py"].decode()
-    assert "tests/template/test_byte_order_marks.py" in now
-    assert now["README.md"].decode().endswith("## Support\n\nAsk the platform team.\n")
-    assert answers(app)["_commit"] == "0.2.0"
-
-    # The owner's tests, and the template's that run the owner's agent end to end (test_app_suite.py runs
-    # the whole suite on this template's renders).
-    output = relock_and_test(
-        app, "tests/template/test_byte_order_marks.py", "tests/test_my_agent.py",
-        "tests/template/test_multiturn.py", "tests/template/test_owner_hooks.py", "tests/template/test_memory.py",
-        "tests/template/test_memory_failures.py", "tests/template/test_memory_limits.py",
-        "tests/template/test_memory_schema.py",
-    )  # fmt: skip
-    for test in ("test_byte_order_marks.py::test_the_rule", "test_my_agent.py::test_my_agent"):
-        assert passed(test, output), test
-    commit(app, "Update from the template")
-    assert weekly_check(app, tmp_path) == (0, ""), "up to date: the weekly job passes"
-    assert (app / ".env").read_text() == OWNER_LOOK
-    assert page_look(app) == {"title": "Acme support", "greeting": "Ask about your Acme order.",
-                              "prompts": ["Where is it?", "Return it"], "accent": "", "logo": ""}  # fmt: skip
-
-
-def page_look(app: Path) -> dict:
-    """The look the updated app's page carries, served by `start-app` (which reads the owner's .env)."""
-    port = free_port()
-    command = [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port)]
-    with ServerProcess(command, app_env(), f"http://127.0.0.1:{port}/health", cwd=app) as server:
-        page = httpx.get(f"{server.url}/", timeout=30).text
-    [block] = re.findall(r'<script type="application/json" id="look">(.*?)</script>', page, re.DOTALL)
-    return json.loads(block)
-
-
-# --- 3. the retrofit: an app from before the render step ----------------------------------------
 
 SECOND_PROMPT = '''"""Two prompts through the app; the second replays the first answer the way chat UIs do."""
 import json
@@ -453,66 +168,3 @@ def test_app_from_before_the_render_step_gets_it_and_its_second_prompt_works(ver
     assert read["calls"] == [], "no remember tool: long-term memory is off"
     version, tables = schema_of(database)
     assert version >= 6 and tables == ["agent_memories"], (version, tables)
-
-
-# --- 4. trust: only an update across a migration needs it ---------------------------------------
-
-
-def readme_migration() -> dict:
-    """The migration example in README.md, which this test runs."""
-    block = re.search(r"```yaml\n(_migrations:\n.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
-    assert block, "README.md has no _migrations example"
-    (migration,) = yaml.safe_load(block.group(1))["_migrations"]
-    return migration
-
-
-def rename_the_agent_module(repo: Path) -> None:
-    """A release that renames the owner's agent.py, with the README's migration."""
-    git("mv", "template/agent_server/agent.py.jinja", "template/agent_server/my_agent.py.jinja", cwd=repo)
-    migration = readme_migration() | {"version": "0.2.0"}
-    append(repo / "copier.yml", f"\n_migrations:\n  - {json.dumps(migration)}\n")
-    replace_once(
-        repo / "copier.yml",
-        r"\n  - agent_server/agent\.py\n",
-        "\n  - agent_server/agent.py\n  - agent_server/my_agent.py\n",
-    )
-
-
-def test_only_an_update_across_a_migration_needs_trust(tmp_path):
-    repo = new_repo(tmp_path / "template")
-    release(repo, "0.1.0")
-    release(repo, "0.2.0", rename_the_agent_module, from_working_tree=False)
-    app = generate(tmp_path / "app", repo, "0.1.0")
-    replace_once(app / "agent_server/agent.py", r'INSTRUCTIONS = """.*?"""', OWNER_INSTRUCTIONS)
-    commit(app, "My agent")
-    mine = (app / "agent_server/agent.py").read_text()
-
-    with pytest.raises(UnsafeTemplateError, match="migrations"):
-        update(app, "0.2.0")
-    assert git("status", "--porcelain", cwd=app) == "", "a refused update changes nothing"
-
-    update(app, "0.2.0", unsafe=True)
-    assert_no_leftovers(app)
-    assert not (app / "agent_server/agent.py").exists()
-    assert (app / "agent_server/my_agent.py").read_text() == mine, "the owner's code moved with the file"
-    assert "R  agent_server/agent.py -> agent_server/my_agent.py" in git("status", "--porcelain", cwd=app)
-
-
-def test_the_documented_migration_follows_the_policy():
-    """A migration has a version, so only updates across it need --trust, and runs before the update.
-
-    copier.yml has no migration yet (tests/test_copier_yml.py fails when one appears, pointing here);
-    the README's example is the one users copy, and the trust test above runs it.
-    """
-    migration = readme_migration()
-    assert migration.get("version"), migration
-    assert "_stage == 'before'" in migration.get("when", ""), migration
-
-
-def test_owner_files_and_the_closing_message():
-    assert {"uv.lock", "agent_server/agent.py"} <= OWNER_FILES
-    message = CONFIG["_message_after_update"]
-    steps = ["git status", "check_update_leftovers.py", "uv lock", "uv sync --locked --dev", "uv run pytest"]
-    steps.append("git commit")
-    positions = [message.find(step) for step in steps]
-    assert -1 not in positions and positions == sorted(positions), message

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from renders import render
 from template_versions import append, commit, generate, new_repo, release, update
-from test_update import OWNER_README, assert_no_leftovers, customise, files
 from test_update_regrouping import copy_commit
+from update_support import OWNER_README, assert_no_leftovers, customise, files
 
 pytestmark = pytest.mark.xdist_group("update-readme")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from renders import passed, render
 from template_versions import append, commit, generate, git, new_repo, release, update
-from test_update import (
+from update_support import (
     COPIER,
     OWNER_FILES,
     OWNER_README,
@@ -130,8 +130,7 @@ def test_a_customised_app_of_the_flat_layout_keeps_its_changes_and_works(version
     assert "agent_server/history/render.py" in now and "agent_server/memory/turns.py" in now
     output = relock_and_test(
         app, "tests/test_my_agent.py", "tests/template/test_multiturn.py", "tests/template/test_owner_hooks.py",
-        "tests/template/test_memory.py", "tests/template/test_memory_failures.py",
-        "tests/template/test_memory_limits.py", "tests/template/test_memory_schema.py", "tests/template/test_config.py",
+        "tests/template/test_memory.py",
     )  # fmt: skip
     assert passed("test_my_agent.py::test_my_agent", output)
 
