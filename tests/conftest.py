@@ -7,7 +7,7 @@ from renders import MATRIX, render
 
 # Fixtures that tests in several modules share, one instance per worker: the chat page's browser and apps, the
 # template versions the update tests update between, and the Apps runtime's uv.
-pytest_plugins = ["chat_page_fixtures", "deploy_support", "update_support"]
+pytest_plugins = ["chat_page_fixtures", "deploy_support", "load_balancer_cluster", "update_support"]
 
 
 @pytest.fixture(scope="session")
