@@ -4,7 +4,7 @@
 They travel as the Responses API's own content parts (`input_image` with a data: URL, `input_file` with
 `file_data` and `filename`), from the chat page or any /responses client; the render (history/content_parts.py)
 gives the chat-completions shapes these names too. The request guard checks them before anything runs or is
-stored (middleware/request_guard.py), so a refused turn leaves no trace in its conversation:
+stored (turn/checks.py), so a refused turn leaves no trace in its conversation:
 
 - a type the app does not take is a 415, judged by the data URL's media type and, for a file, by its filename;
 - more than ATTACHMENTS_MAX_FILES parts in the turn, one over ATTACHMENTS_MAX_FILE_BYTES, or all of them over

@@ -1,6 +1,6 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Tool progress: a tool call is streamed when it starts, as a `response.output_item.added` of its `function_call`
-with status `in_progress` (handlers.py), and again when it ends, as today, with its output (`output_item.done`).
+with status `in_progress` (turn/serve.py), and again when it ends, as today, with its output (`output_item.done`).
 
 Only the done items are the answer: what is stored and replayed is the same with progress as without. The started
 item's id may differ from the finished call's (that one names its output: output_items.py); its `call_id` is the same.

@@ -134,7 +134,7 @@ def test_the_replayable_items_and_the_stored_conversation_are_the_same_with_prog
 
     def conversation(progress: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if not progress:
-            monkeypatch.setattr("agent_server.handlers.started_item", lambda *_: None)
+            monkeypatch.setattr("agent_server.turn.serve.started_item", lambda *_: None)
         user, named = f"progress-{uuid.uuid4()}@example.com", f"c-{uuid.uuid4()}"
         finished = []
         for text in ("Please run hold", "Thanks"):
