@@ -240,15 +240,10 @@ def _is_large(attributes: Any, max_chars: int) -> bool:
 
 
 def _previewed(event: Any, max_chars: int) -> Any:
-    if not _is_large(event.attributes, max_chars):
-        return event
     from opentelemetry.sdk.trace import Event
 
-    attributes = {
-        key: json.dumps(preview(value, max_chars)) if isinstance(value, str) and len(value) > max_chars else value
-        for key, value in event.attributes.items()
-    }
-    return Event(event.name, attributes, event.timestamp)
+    cut = {k: json.dumps(preview(v, max_chars)) for k, v in event.attributes.items() if _is_large({k: v}, max_chars)}
+    return Event(event.name, {**event.attributes, **cut}, event.timestamp) if cut else event
 
 
 def make_private(store: Path) -> None:

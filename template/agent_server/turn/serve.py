@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
 
 from agents import Agent, RunConfig, Runner, TResponseInputItem
-from agents.items import MessageOutputItem, ToolCallItem
+from agents.items import MessageOutputItem, ToolApprovalItem, ToolCallItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 
 from agent_server import agent, errors, guardrails, memory
@@ -175,14 +175,13 @@ async def _streamed_run(
     context: TurnContext, history: list[dict[str, Any]], owners_agent: Agent, answer: list[dict[str, Any]]
 ) -> AsyncIterator[Event]:
     """The run's events; each finished item is also appended to `answer`."""
-    sdk_input = cast("list[TResponseInputItem]", history)  # the render's items are those TypedDicts (history/)
-    result = Runner.run_streamed(owners_agent, input=sdk_input, run_config=RUN_CONFIG, context=context)
     output = ReplayableOutput()
     message_id = replayable_id("message", None)
     # The message the run may end on goes out with the run's next event, or at its end: until then an output
     # guardrail may still block it (guardrails.py), and a blocked answer must not reach a client as finished.
     held: list[dict[str, Any]] = []
-    async for event in result.stream_events():
+    interruptions: list[Any] = []  # the run's tool calls that wait for approval, once it ends
+    async for event in _sdk_run(context, history, owners_agent, interruptions):
         for item in held:
             answer.append(item)
             yield done(item)
@@ -206,18 +205,44 @@ async def _streamed_run(
                     continue
                 answer.append(item)
                 yield done(item)
-    # openai-agents 0.24 (agents/sandbox/runtime.py): the result keeps its sandbox clean-up, a closure that keeps the
-    # result, so every streamed run (its history and items) waited for a full garbage collection. The stream ran
-    # the clean-up before it ended (agents/result.py); without it, the result goes as soon as this generator does.
-    if getattr(result, "_sandbox_cleanup", None) is not None:
-        result._sandbox_cleanup = None
-    interruptions = result.interruptions
     waiting = await cpu_work(not interruptions, approval_requests, context, interruptions) if interruptions else {}
     finished = output.finish()
     finished = [waiting.get(item["call_id"], item) if item["type"] == "function_call" else item for item in finished]
     for item in [*held, *finished]:
         answer.append(item)
         yield done(item)
+
+
+async def _sdk_run(
+    context: TurnContext, history: list[dict[str, Any]], owners_agent: Agent, interruptions: list[Any]
+) -> AsyncIterator[Any]:
+    """The SDK's run as stream events. A stream runs streamed; an answer that does not stream calls the model without
+    streaming (Runner.run: one JSON answer a model call, a third less CPU a turn than the stream collected), and its
+    items become the events a stream gives for them (RunItemStreamEvent), so the rest of the turn is the same. The
+    calls that wait for approval are added to `interruptions` as the run ends."""
+    sdk_input = cast("list[TResponseInputItem]", history)  # the render's items are those TypedDicts (history/)
+    if context.stream:
+        result = Runner.run_streamed(owners_agent, input=sdk_input, run_config=RUN_CONFIG, context=context)
+        async for event in result.stream_events():
+            yield event
+        # openai-agents 0.24 (agents/sandbox/runtime.py): the result keeps its sandbox clean-up, a closure that keeps
+        # the result, so every streamed run waited for a full garbage collection. The stream ran the clean-up
+        # before it ended (agents/result.py); without it, the result goes as soon as this generator does.
+        if getattr(result, "_sandbox_cleanup", None) is not None:
+            result._sandbox_cleanup = None
+        interruptions.extend(result.interruptions)
+        return
+    try:
+        ran = await Runner.run(owners_agent, sdk_input, run_config=RUN_CONFIG, context=context)
+    except guardrails.tripwires() as tripped:  # what the run had finished goes out before the refusal
+        for kept in guardrails.kept_items(tripped):
+            yield RunItemStreamEvent(name="run_item", item=kept)  # type: ignore[arg-type]
+        raise
+    # A call waiting for approval is in new_items twice: as the call, and as the approval it waits for.
+    for item in ran.new_items:
+        if not isinstance(item, ToolApprovalItem):
+            yield RunItemStreamEvent(name="run_item", item=item)  # type: ignore[arg-type]
+    interruptions.extend(ran.interruptions)
 
 
 __all__ = ["RUN_CONFIG", "customize_history", "errors", "events", "for_this_request", "model_input"]
