@@ -48,6 +48,32 @@ def test_a_history_from_the_first_answer_keeps_the_second_turn_as_an_earlier_bra
     assert earlier["branch"] == 1 and earlier["items"] == before, "the earlier branch, as it was"
 
 
+def test_a_client_that_goes_back_to_an_earlier_branch_by_reference_continues_it(client):
+    """An AI SDK client (`store: true`) whose user went back to the first version of the chat sends the ids of items
+    that only an earlier branch holds: they are found, and the conversation goes on from that branch, the one it
+    leaves kept in turn. (Before branches were searched, each such request was a 400 it could never get past.)"""
+    conversation, output = two_turns(client)
+    first_answer, call, second_answer = output[0], output[1], output[-1]
+    moved_on = [{"type": "item_reference", "id": first_answer["id"]}, {"role": "user", "content": "Tell me more"}]
+    assert client.post("/responses", json={"input": moved_on}).status_code == 200
+    back = [
+        {"role": "user", "content": "Hello"},
+        *(
+            {"type": "item_reference", "id": item_id}
+            for item_id in (first_answer["id"], call["id"], second_answer["id"])
+        ),
+        {"role": "user", "content": "Thanks"},
+    ]
+    back.insert(2, {"role": "user", "content": "What time is it?"})
+    answer = client.post("/responses", json={"input": back})
+    assert answer.status_code == 200, answer.text
+    assert counts(3, 2, 1) in reply_text(answer.json()["output"])
+    now = stored(client, conversation).json()
+    users = [item["content"] for item in now["items"] if item.get("role") == "user"]
+    assert users == ["Hello", "What time is it?", "Thanks"]
+    assert [(b["branch"], b["items"]) for b in now["branches"]] == [(1, 6), (2, 4)]
+
+
 def test_whole_items_that_differ_keep_what_they_replace(client):
     """The same with whole items, naming the conversation: nothing stored is gone."""
     chat = Conversation(client, stream=False)
