@@ -77,9 +77,11 @@ def merge(stored: Sequence[Rendered], sent: Sequence[Rendered], replace: bool = 
     """The history for this turn, by the rule in this module's docstring (`replace`: rule 0)."""
     if not stored:
         return Merge("new conversation", list(sent), list(sent))
-    stored_keys, sent_keys = [comparable(e.item) for e in stored], [comparable(e.item) for e in sent]
-    if len(sent) >= len(stored) and sent_keys[: len(stored)] == stored_keys:
+    if len(sent) >= len(stored) and all(map(same_item, stored, sent)):
         return Merge("extends", [*stored, *sent[len(stored) :]], list(sent[len(stored) :]))
+    if not replace and all(made_by_client(entry.item) for entry in sent):  # no window: it holds none of the model's
+        return Merge("new turn", [*stored, *sent], list(sent))
+    stored_keys, sent_keys = [comparable(e.item) for e in stored], [comparable(e.item) for e in sent]
     if replace:
         pairs = zip(stored_keys, sent_keys, strict=False)
         same = next((n for n, (kept, given) in enumerate(pairs) if kept != given), min(len(sent), len(stored)))
@@ -87,8 +89,6 @@ def merge(stored: Sequence[Rendered], sent: Sequence[Rendered], replace: bool = 
     start, length = _run_of_stored(stored, stored_keys, sent, sent_keys)
     if length and start + length == len(stored):
         return Merge("window", list(sent), list(sent[length:]))
-    if all(made_by_client(entry.item) for entry in sent):
-        return Merge("new turn", [*stored, *sent], list(sent))
     return Merge("diverged", list(sent), list(sent[length:]), kept=start + length)
 
 
