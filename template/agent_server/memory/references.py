@@ -41,11 +41,13 @@ async def resolved(headers: Mapping[str, str], body: dict[str, Any]) -> dict[str
     conversation_id = conversation_id_of(body) or await _conversation_of(owner, list(ids.values()))
     kept = await store()
     rows = await kept.items(owner, conversation_id) if conversation_id else None  # or Unavailable: 503
-    named: dict[str, list[dict[str, Any]]] = {}
-    if rows is not None and conversation_id:  # the conversation's earlier branches, oldest first, then its own items
+    named = _by_id(rows or [])
+    if conversation_id and rows is not None and not set(ids.values()) <= set(named):
+        # Some only an earlier branch holds: the branches, oldest first, under the conversation's own items.
+        earlier: dict[str, list[dict[str, Any]]] = {}
         for about in await kept.branches(owner, conversation_id):
-            named.update(_by_id(await kept.branch_items(owner, conversation_id, about["branch"])))
-    named.update(_by_id(rows or []))
+            earlier.update(_by_id(await kept.branch_items(owner, conversation_id, about["branch"])))
+        named = {**earlier, **named}
     items, seen = [], set()
     for index, item in enumerate(sent):
         if index not in ids:

@@ -135,7 +135,7 @@ class Turn:
         try:
             await (await database.store()).finish_turn(
                 self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items,
-                keep=self.kept_rows,
+                self.kept_rows,
             )  # fmt: skip
         except (Unavailable, Busy) as error:
             raise MemoryFailure(self.conversation_id, error) from None
