@@ -58,13 +58,12 @@ def test_a_client_that_goes_back_to_an_earlier_branch_by_reference_continues_it(
     assert client.post("/responses", json={"input": moved_on}).status_code == 200
     back = [
         {"role": "user", "content": "Hello"},
-        *(
-            {"type": "item_reference", "id": item_id}
-            for item_id in (first_answer["id"], call["id"], second_answer["id"])
-        ),
+        {"type": "item_reference", "id": first_answer["id"]},
+        {"role": "user", "content": "What time is it?"},
+        {"type": "item_reference", "id": call["id"]},  # the tool's call and its output
+        {"type": "item_reference", "id": second_answer["id"]},
         {"role": "user", "content": "Thanks"},
     ]
-    back.insert(2, {"role": "user", "content": "What time is it?"})
     answer = client.post("/responses", json={"input": back})
     assert answer.status_code == 200, answer.text
     assert counts(3, 2, 1) in reply_text(answer.json()["output"])
