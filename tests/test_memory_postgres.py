@@ -71,6 +71,7 @@ def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
             "tests/template/test_runs_lifetime.py",
             "tests/template/test_runs_keep_turns.py",
             "tests/template/test_conversation_edits.py",
+            "tests/template/test_conversation_branches.py",
             "tests/template/test_approval_answers.py",
             "tests/template/test_ordered_turns.py",
             "tests/template/test_long_term_memory.py",

@@ -112,6 +112,7 @@ class Turn:
     trace_id: str | None = None  # this turn's trace, kept with its answer (None: not traced)
     # A branch (replaced, diverged) stores what the client sent: its earlier answers keep the traces they had.
     kept_traces: dict[str, str] = field(default_factory=dict)
+    kept_rows: int = 0  # replaced, diverged: the stored rows that stay at the start (the rest: an earlier branch)
     done: bool = field(default=False)
 
     def custom_outputs(self) -> dict[str, str]:
@@ -133,8 +134,9 @@ class Turn:
         current = memory_settings()
         try:
             await (await database.store()).finish_turn(
-                self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items
-            )
+                self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items,
+                self.kept_rows,
+            )  # fmt: skip
         except (Unavailable, Busy) as error:
             raise MemoryFailure.of(self.conversation_id, error) from None
         finally:
@@ -215,7 +217,9 @@ async def start_turn(
         "memory: conversation %s, %s (%d items added%s)", conversation_id, merged.kind, len(merged.new), continuing
     )
     kept = _traces(stored.each, stored_items) if merged.replaces else {}
-    return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept)
+    # The rows the kept items stand for, with the reasoning kept beside them (rendered items do not show it).
+    rows = stored.each[merged.kept - 1].index + 1 if merged.replaces and merged.kept else 0
+    return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept, kept_rows=rows)
 
 
 async def holds_all(owner: str, conversation_id: str, ids: Sequence[str]) -> bool:
