@@ -42,7 +42,11 @@ def checked_body(body: Any) -> tuple[dict[str, Any], memory.History | None]:
     if len(items) > limit:
         message = f"'input' holds {len(items)} items; the limit is MAX_INPUT_ITEMS={limit}."
         raise TooLarge(message, "input")
-    _check_size(body)
+    try:
+        _check_size(body)
+    except TooLarge:  # an attachment over its own limit is why: its 413 names that limit (attachments.py)
+        attachments.check_first(items, llm.llm_settings().api)
+        raise
     if "stream" in body and not isinstance(body["stream"], bool):
         raise BadRequest("'stream' must be true or false.", param="stream")
     if body.get("previous_response_id") is not None:

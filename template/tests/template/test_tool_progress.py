@@ -107,6 +107,7 @@ def test_a_call_is_streamed_when_it_starts_a_tools_time_before_its_output(served
         assert not [e for _, e in events if e.get("type") == ADDED and e["item"]["id"] == call["id"] and e is not event]
     else:
         assert finished["item"]["call_id"] == call["call_id"] and call["id"].startswith(ID_PREFIXES["function_call"])
+        assert 0 <= time.time() - call["started_at"] < 600, "when it started, for a page that replays the stream"
     if how == "background":  # the run's stream from a cursor: the started call is one of its numbered events
         run_id = events[0][1]["response"]["id"]
         cursor = event["sequence_number"] - 1
