@@ -39,8 +39,8 @@ from agent_server.routes import routes as turn_routes
 from agent_server.runs import close_runs, open_runs
 from agent_server.runs.routes import router as runs_router
 from agent_server.scheduling import garbage_collection
-from agent_server.scheduling.rate_limits import share_the_loop
 from agent_server.tools import mcp_connections
+from agent_server.turn.rate_limits import share_the_loop
 
 # Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/observability/tracing.py).
 tracing.configure()

@@ -29,9 +29,9 @@ from starlette.types import Message, Receive, Scope, Send
 from agent_server.errors import HttpError, failure_answer
 from agent_server.middleware import read_body
 from agent_server.runs import requests as run_requests
-from agent_server.scheduling import rate_limits, turn_starts
+from agent_server.scheduling import turn_starts
 from agent_server.scheduling.offload import INLINE_BYTES, cpu_work
-from agent_server.turn import collected, events, invocations_body, prepare
+from agent_server.turn import collected, events, invocations_body, prepare, rate_limits
 from agent_server.turn.checks import check_user_token, parsed_body
 from agent_server.turn.responses_api import ResponseStream, response_body
 from agent_server.turn_context import INVOCATIONS, RESPONSES, TurnContext

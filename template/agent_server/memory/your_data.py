@@ -163,8 +163,8 @@ async def delete_everything(request: Request) -> Response:
         deleted = await (await store()).run(functools.partial(_delete, owner), write=True) if enabled() else {}
     except HttpError as error:
         return route_error(error, "Nothing was deleted. Try again.", "Memory")
-    kinds = ("conversations", "items", "branch_items", "runs", "run_events", "memories", "approval_answers")
-    kinds += ("waiting_turns",)
+    kinds: tuple[str, ...] = ("conversations", "items", "branch_items", "runs", "run_events", "memories")
+    kinds += ("approval_answers", "waiting_turns")
     counts = {name: deleted.get(name, 0) for name in kinds}
     logger.info("memory: a user deleted their data: %s", ", ".join(f"{n} {name}" for name, n in counts.items()))
     return JSONResponse({"deleted": counts, "about": TRACES if enabled() else NOTHING_KEPT + TRACES})
