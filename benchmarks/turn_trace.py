@@ -39,7 +39,6 @@ def main() -> None:
 
 async def traced_turns(root: str) -> list[tuple[int, int, int, int]]:
     import httpx
-
     from agent_server.app import app
 
     async with app.router.lifespan_context(app):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -52,9 +51,9 @@ class LiveRun:
         self._flusher: asyncio.Task[None] | None = None
         self._status_written = run.status
 
-    async def push(self, event: dict[str, Any], encoded: str | None = None) -> None:
-        """Add the run's next event; `encoded`: its JSON text as it came, numbered without encoding it again."""
-        data = events.numbered(event, len(self.events), encoded)
+    async def push(self, event: dict[str, Any]) -> None:
+        """Add the run's next event, encoded once with its number."""
+        data = events.numbered(event, len(self.events))
         limit = config.settings().runs.max_event_bytes
         if self.run.events_bytes + len(data) > limit:
             raise StreamTooLong(f"The run's stream passed RUNS_MAX_EVENT_BYTES={limit} bytes; it was stopped.")
@@ -182,10 +181,3 @@ async def follow_stored(run_id: str, owner: str, cursor: int, running: dict[str,
 def error_event(status: int, body: dict[str, Any]) -> dict[str, Any]:
     """The stream's error event: the app's one error shape, and the status the synchronous path answers."""
     return {"type": "error", "status": status, "error": body["error"]}
-
-
-def parsed(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
