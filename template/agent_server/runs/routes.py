@@ -25,8 +25,8 @@ from agent_server.errors import BadRequest, HttpError, NotFound, quoted, route_e
 from agent_server.identity import owner_of
 from agent_server.memory import enabled
 from agent_server.runs import events, execute, store
-from agent_server.runs.requests import event_stream, follow, stored_output
 from agent_server.runs.live import LiveRun
+from agent_server.runs.requests import event_stream, follow, stored_output
 from agent_server.runs.store import FINAL, Run
 
 router = APIRouter(prefix="/responses", include_in_schema=False)
@@ -71,7 +71,7 @@ async def read_run_input(run_id: str, request: Request) -> Response:
 @router.post("/{run_id}/cancel")
 async def cancel_run(run_id: str, request: Request) -> Response:
     try:
-        run = await _owned(run_id, request)
+        run = await _owned(run_id, request, read=False)
         if run.status not in FINAL:
             live = _mine(run)
             if live is not None and live.task is not None:
@@ -85,12 +85,17 @@ async def cancel_run(run_id: str, request: Request) -> Response:
         return route_error(error)
 
 
-async def _owned(run_id: str, request: Request) -> Run:
+async def _owned(run_id: str, request: Request, read: bool = True) -> Run:
     """The caller's run: the one this process runs, while the database says it still does; else the stored one. A
-    run its owner deleted is a 404 at once, whichever process runs it (its process stops it: live.LiveRun.lose)."""
+    run its owner deleted is a 404 at once, whichever process runs it (its process stops it: live.LiveRun.lose).
+    `read=False`: this process's run as it has it, without waiting on the database (a cancel, whose writes are
+    fenced all the same)."""
     if not enabled():
         raise NotFound("This app keeps no runs (MEMORY_BACKEND=none).")
     owner = owner_of(request.headers)
+    live = execute.RUNNING.get(run_id)
+    if not read and live is not None and not live.lost and live.run.owner == owner:
+        return live.run
     found = await memory.transact(store.get(owner, run_id))
     if found is None:
         raise NotFound(f"You have no response {quoted(run_id)}.")

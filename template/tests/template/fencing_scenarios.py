@@ -6,6 +6,7 @@ so that no step depends on how fast a loaded machine is."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -86,7 +87,8 @@ def assert_stalled_process_writes_nothing(
     events = sse_events(stream)
     assert [event["sequence_number"] for event in events] == list(range(len(events)))
     assert [event["type"] for event in events].count("response.created") == 1
-    assert events[-1]["type"] == "response.completed" and "interrupted" in str(events[-1]["response"]["output"])
+    assert events[-1]["type"] == "response.completed", [event["type"] for event in events]
+    assert "interrupted" in json.dumps(events[-1]["response"]["output"]), f"the call was answered as interrupted: {events[-1]}\n{log()[-4000:]}"
     assert httpx.get(f"{other}/conversations/{conversation}", timeout=60).json()["items"] == kept, "its turn too"
     assert [item.get("type", "message") for item in kept] == [
         "message", "message", "message", "function_call", "function_call_output", "message"], kept  # fmt: skip
@@ -101,7 +103,7 @@ def assert_deleted_run_leaves_nothing(
     run_id = held_run(running, tools, conversation)
     owner = httpx.get(f"{running}/me/export", timeout=60).json()["owner"]
     deleted = httpx.delete(f"{deleting}/me", timeout=60)
-    assert deleted.status_code == 200 and deleted.json()["deleted"]["runs"] == 1, deleted.text
+    assert deleted.status_code == 200 and deleted.json()["deleted"]["runs"] >= 1, deleted.text
     for url in (running, deleting):
         assert httpx.get(f"{url}/responses/{run_id}", timeout=60).status_code == 404, "at once"
         followed = httpx.get(f"{url}/responses/{run_id}", params={"stream": "true"}, timeout=60)

@@ -33,7 +33,8 @@ def held_tool_server() -> Any:
         if scope["type"] == "http" and scope["path"] in ("/calls", "/release"):
             if scope["path"] == "/release":
                 RELEASED.set()
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": json.dumps(CALLS).encode()})
             return
         await app(scope, receive, send)
