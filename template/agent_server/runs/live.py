@@ -178,8 +178,11 @@ class LiveRun:
                     yield b"".join(events.framed(data) for data in written)
                     continue  # more may have been written meanwhile, the last event among them
                 if self.ended.is_set():
-                    return
+                    break
                 await changed.wait()
+            if self.lost:  # it goes on where its holder writes it (or, deleted, ends)
+                async for framed in follow_stored(self.run.id, self.run.owner, cursor, {}):
+                    yield framed
         finally:
             self.followers -= 1
 

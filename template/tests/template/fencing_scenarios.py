@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +50,14 @@ def status(url: str, run_id: str) -> dict[str, Any]:
     return {"http": answer.status_code, **answer.json()}
 
 
+def follow(url: str, run_id: str, chunks: list[str]) -> None:
+    """Follow the run's stream from its start, however long it waits, adding each chunk to `chunks` as it comes."""
+    timeout = httpx.Timeout(60, read=None)
+    with httpx.stream("GET", f"{url}/responses/{run_id}", params={"stream": "true"}, timeout=timeout) as answer:
+        for chunk in answer.iter_text():
+            chunks.append(chunk)
+
+
 def stop_until_taken(pid: int, other: str, run_id: str) -> dict[str, Any]:
     """Stop the process `pid` until the process at `other` has claimed its run and ended it: the run as `other`
     answers then. A process stopped in the middle of a transaction holds the database's lock (SQLite) or the
@@ -73,6 +82,10 @@ def assert_stalled_process_writes_nothing(
     the stalled process runs again: it finds the run taken, at its next write or heartbeat, and stops the run's
     work, writing nothing. The run, its stream and its conversation stay as `other` ended them."""
     run_id = held_run(stalled, tools, conversation)
+    followed: list[str] = []  # a client that follows the run on the stalled process, from before the stop
+    follower = threading.Thread(target=follow, args=(stalled, run_id, followed), daemon=True)
+    follower.start()
+    until(lambda: followed, "the follower's first events")
     ended = stop_until_taken(stalled_pid, other, run_id)
     assert ended["status"] == "completed" and ended["http"] == 200, ended
     stream = httpx.get(f"{other}/responses/{run_id}", params={"stream": "true"}, timeout=60).text
@@ -88,7 +101,10 @@ def assert_stalled_process_writes_nothing(
     assert [event["sequence_number"] for event in events] == list(range(len(events)))
     assert [event["type"] for event in events].count("response.created") == 1
     assert events[-1]["type"] == "response.completed", [event["type"] for event in events]
-    assert "interrupted" in json.dumps(events[-1]["response"]["output"]), f"the call was answered as interrupted: {events[-1]}\n{log()[-4000:]}"
+    output = json.dumps(events[-1]["response"]["output"])
+    assert "interrupted" in output, f"the running call, answered as interrupted: {output}\n{log()[-4000:]}"
+    follower.join(60)
+    assert "".join(followed) == stream, "the follower on the stalled process got the stream the new holder wrote"
     assert httpx.get(f"{other}/conversations/{conversation}", timeout=60).json()["items"] == kept, "its turn too"
     assert [item.get("type", "message") for item in kept] == [
         "message", "message", "message", "function_call", "function_call_output", "message"], kept  # fmt: skip
