@@ -41,13 +41,15 @@ def postgres() -> Iterator[PostgresServer]:
 @pytest.fixture
 def cluster(app, postgres, tmp_path) -> Iterator[tuple[ServerProcess, ServerProcess, str]]:
     """Two apps on the database, and the held tool's server (a process: it runs in the app's environment)."""
+    from fencing_scenarios import BEATS
+
     tools_port = free_port()
     serve = "import sys; sys.path.insert(0, 'tests/template'); import held_tools; "
     serve += f"held_tools.serve_held_tools({tools_port})"
     tools = f"http://127.0.0.1:{tools_port}"
     shared = {
         "LLM_PROVIDER": "offline", "MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": postgres.url,
-        "MCP_SERVERS": json.dumps([{"name": "held", "url": f"{tools}/mcp"}]), "MEMORY_LEASE_RENEW_SECONDS": "1",
+        "MCP_SERVERS": json.dumps([{"name": "held", "url": f"{tools}/mcp"}]), **BEATS,
     }  # fmt: skip
     apps = []
     for name in ("a", "b"):

@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 from support import sse_events
 
-FAST_BEATS = {"MEMORY_LEASE_RENEW_SECONDS": "1"}  # runs beat every 0.5 s and are held for 1.5 s
+# Runs beat every 2 s and are held for 6 s: a process is taken only when stopped, not when a loaded machine keeps its
+# loop busy a while (at 1 s, runs went back and forth between two busy processes, as fencing lets them, safely).
+BEATS = {"MEMORY_LEASE_RENEW_SECONDS": "4"}
 HELD = {"input": [{"role": "user", "content": "Please run held_lookup"}], "background": True}
 CountRows = Callable[[str, str], int]  # (table, run id or owner) -> rows of it, read from the database itself
 
@@ -64,7 +66,7 @@ def stop_until_taken(pid: int, other: str, run_id: str) -> dict[str, Any]:
     run's row (PostgreSQL) until it runs again: then it is let go a moment, and stopped again."""
     for _ in range(5):
         os.kill(pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if (run := status(other, run_id))["status"] not in ("queued", "in_progress"):
                 return run

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterator
 
 import pytest
-from fencing_scenarios import FAST_BEATS, assert_deleted_run_leaves_nothing, assert_stalled_process_writes_nothing
+from fencing_scenarios import BEATS, assert_deleted_run_leaves_nothing, assert_stalled_process_writes_nothing
 from held_tools import CALLS, RELEASED, held_tool_server
 from support import ServerThread, StartedApp, app_env
 
@@ -33,7 +33,7 @@ def count_rows(database: str, table: str, key: str) -> int:
 @pytest.mark.waits
 def test_a_process_stopped_past_its_hold_writes_nothing_over_the_run_another_took(tools):
     env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=json.dumps([{"name": "held", "url": f"{tools}/mcp"}]))
-    env |= FAST_BEATS
+    env |= BEATS
     with (stalled := StartedApp(env)) as stalled_url, StartedApp(env) as other_url:
         log = lambda: stalled.output  # noqa: E731
         assert_stalled_process_writes_nothing(stalled.pid, stalled_url, other_url, tools, log, "stalled")
@@ -42,7 +42,7 @@ def test_a_process_stopped_past_its_hold_writes_nothing_over_the_run_another_too
 @pytest.mark.waits
 def test_delete_me_while_a_run_is_in_its_tool_leaves_nothing_of_it(tools):
     env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=json.dumps([{"name": "held", "url": f"{tools}/mcp"}]))
-    env |= FAST_BEATS
+    env |= BEATS
     database = env["MEMORY_DATABASE_URL"]
     with (app := StartedApp(env)) as url:
         counted = lambda table, key: count_rows(database, table, key)  # noqa: E731
