@@ -49,7 +49,7 @@ def delete_traces_of(owner: str) -> TracesDeleted:
         mlflow.flush_trace_async_logging()  # an answer's trace may still wait in the export queue
         client = mlflow.MlflowClient()
         experiment = _experiment_id()
-        found = _owned(client, experiment, owner)
+        found = _owned(client, experiment, owner) if _exists(client, experiment) else []
         count = 0
         for start in range(0, len(found), 100):
             count += client.delete_traces(experiment, trace_ids=found[start : start + 100]) or 0
@@ -66,6 +66,19 @@ def _experiment_id() -> str:
     from mlflow.tracking import fluent
 
     return os.environ.get("MLFLOW_EXPERIMENT_ID") or fluent._get_experiment_id() or "0"
+
+
+def _exists(client: object, experiment: str) -> bool:
+    """False when the experiment was never made (an app that has traced nothing yet): it holds no trace."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.get_experiment(experiment)  # type: ignore[attr-defined]
+    except MlflowException as error:
+        if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return False
+        raise
+    return True
 
 
 def _owned(client: object, experiment: str, owner: str) -> list[str]:
