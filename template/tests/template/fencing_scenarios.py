@@ -96,7 +96,8 @@ def assert_stalled_process_writes_nothing(
     os.kill(stalled_pid, signal.SIGCONT)
     until(lambda: lost_line(run_id) in log() or status(other, run_id) != ended, "the stalled process to stop")
     for url in (other, stalled):
-        assert status(url, run_id) == ended, f"{url} answers the run as its new holder ended it"
+        now = status(url, run_id)
+        assert now == ended, f"{url} answers {now['http']} {now['status']} ({now.get('error')}), not as it ended"
     again = httpx.get(f"{stalled}/responses/{run_id}", params={"stream": "true"}, timeout=60).text
     assert again == stream, "no event was written after the claim"
     events = sse_events(stream)
