@@ -25,6 +25,7 @@ from agent_server.errors import BadRequest, HttpError, NotFound, quoted, route_e
 from agent_server.identity import owner_of
 from agent_server.memory import enabled
 from agent_server.runs import events, execute, store
+from agent_server.runs.live import LiveRun
 from agent_server.runs.requests import event_stream, follow, stored_output
 from agent_server.runs.store import FINAL, Run
 
@@ -70,9 +71,9 @@ async def read_run_input(run_id: str, request: Request) -> Response:
 @router.post("/{run_id}/cancel")
 async def cancel_run(run_id: str, request: Request) -> Response:
     try:
-        run = await _owned(run_id, request)
+        run = await _owned(run_id, request, read=False)
         if run.status not in FINAL:
-            live = execute.RUNNING.get(run.id)
+            live = _mine(run)
             if live is not None and live.task is not None:
                 live.cancel_requested = True
                 live.task.cancel()
@@ -84,21 +85,40 @@ async def cancel_run(run_id: str, request: Request) -> Response:
         return route_error(error)
 
 
-async def _owned(run_id: str, request: Request) -> Run:
+async def _owned(run_id: str, request: Request, read: bool = True) -> Run:
+    """The caller's run: the one this process runs, while the database says it still does; else the stored one. A
+    run its owner deleted is a 404 at once, whichever process runs it (its process stops it: live.LiveRun.lose).
+    `read=False`: this process's run as it has it, without waiting on the database (a cancel, whose writes are
+    fenced all the same)."""
     if not enabled():
         raise NotFound("This app keeps no runs (MEMORY_BACKEND=none).")
-    live = execute.RUNNING.get(run_id)
     owner = owner_of(request.headers)
-    if live is not None and live.run.owner == owner:
+    live = execute.RUNNING.get(run_id)
+    if not read and live is not None and not live.lost and live.run.owner == owner:
         return live.run
     found = await memory.transact(store.get(owner, run_id))
     if found is None:
         raise NotFound(f"You have no response {quoted(run_id)}.")
-    return found
+    live = _live(found)
+    return live.run if live is not None else found
+
+
+def _live(found: Run) -> LiveRun | None:
+    """This process's live run of `found`, while the database names it (its holder and start) as the run's."""
+    live = execute.RUNNING.get(found.id)
+    if live is None or live.lost or live.run.owner != found.owner:
+        return None
+    return live if (found.holder, found.attempts) == (live.run.holder, live.run.attempts) else None
+
+
+def _mine(run: Run) -> LiveRun | None:
+    """The live run `_owned` gave, if it gave this process's."""
+    live = execute.RUNNING.get(run.id)
+    return live if live is not None and live.run is run else None
 
 
 async def _described(run: Run) -> Response:
-    live = execute.RUNNING.get(run.id)
+    live = _mine(run)
     output = live.output() if live is not None else await stored_output(run.id)
     described = events.response_object(run, output)
     if run.error is not None and run.status == "failed":  # not before its end: a run that saw an error may still be
@@ -107,7 +127,7 @@ async def _described(run: Run) -> Response:
 
 
 async def _until_ended(run: Run) -> None:
-    live = execute.RUNNING.get(run.id)
+    live = _mine(run)
     if live is not None:
         with contextlib.suppress(TimeoutError):  # answered with the status it has by then
             await asyncio.wait_for(live.ended.wait(), CANCEL_WAIT_SECONDS)
