@@ -34,7 +34,6 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agent_server.errors import HttpError, route_error
 from agent_server.identity import owner_of
 from agent_server.memory import branches, facts, turn_transactions
 from agent_server.memory.database import store
@@ -57,11 +56,8 @@ EVENTS_PAGE = 500
 
 @router.get("/export")
 async def export(request: Request) -> Response:
-    try:
-        owner = owner_of(request.headers)
-        kept = await store() if enabled() else None
-    except HttpError as error:
-        return route_error(error)
+    owner = owner_of(request.headers)
+    kept = await store() if enabled() else None
     about = TRACES + your_traces.platform_note()
     head = {"owner": owner, "exported_at": time.time(), "about": about if kept else NOTHING_KEPT + about}
     if kept is None:
@@ -72,7 +68,8 @@ async def export(request: Request) -> Response:
     try:
         listed = await kept.run(functools.partial(_listed, owner))  # a failed store is a 503 before the stream starts
     except Unavailable as error:
-        return route_error(error, what="Memory")
+        error.what = "Memory"
+        raise
     return StreamingResponse(
         _document(kept, owner, head, *listed),
         media_type="application/json",
@@ -165,11 +162,12 @@ def _approval_answers(owner: str, connection: sa.Connection) -> list[dict[str, A
 
 @router.delete("")
 async def delete_everything(request: Request) -> Response:
+    owner = owner_of(request.headers)
     try:
-        owner = owner_of(request.headers)
         deleted = await (await store()).run(functools.partial(_delete, owner), write=True) if enabled() else {}
-    except HttpError as error:
-        return route_error(error, "Nothing was deleted. Try again.", "Memory")
+    except Unavailable as error:
+        error.what, error.then = "Memory", "Nothing was deleted. Try again."
+        raise
     traces = await run_in_threadpool(your_traces.delete_traces_of, owner)  # after the store: no turn adds one now
     kinds: tuple[str, ...] = ("conversations", "items", "branch_items", "runs", "run_events", "memories")
     kinds += ("approval_answers", "waiting_turns")
