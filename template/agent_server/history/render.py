@@ -14,7 +14,7 @@ from agent_server.config import ApiMode
 from agent_server.history import approvals
 from agent_server.history.content_parts import assistant_text, check_chat_completions, input_content, tool_output
 from agent_server.history.errors import HistoryError, json_type, show
-from agent_server.history.tool_outputs import parts_in_text
+from agent_server.history.tool_outputs import parts_in_text, unrepr
 from agent_server.history.tool_pairs import Rendered, orphan_output_message, pair_calls_with_outputs
 
 logger = logging.getLogger("agent_server.history")
@@ -193,4 +193,4 @@ def _is_json_object(text: str) -> bool:
 def _function_call_output(call_id: Any, output: Any, index: int, key: str = "call_id") -> dict[str, Any]:
     if not isinstance(call_id, str):
         raise HistoryError(index, f"a tool output needs a '{key}' string")
-    return {"type": "function_call_output", "call_id": call_id, "output": tool_output(output, index)}
+    return {"type": "function_call_output", "call_id": call_id, "output": tool_output(unrepr(output), index)}

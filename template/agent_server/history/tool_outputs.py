@@ -7,13 +7,15 @@ the SDK's own parts (`{"type": "text"}`, `{"type": "image", "image_url": ...}`).
 them the API's `function_call_output` output: text as text (text parts joined with "\n", as the render joins
 them), and several parts with an image or file as the API's parts. An `mcp_call`'s output is only a string
 (`tool_output_text`): there such parts go as their JSON, which the render reads back as parts (`parts_in_text`), so
-a client that replays the `mcp_call` gives the model the image again.
+a client that replays the `mcp_call` gives the model the image again. `unrepr` repairs the Python repr of those
+parts that earlier versions of this app stored and sent in their place.
 
 Stdlib only, like the rest of the render.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +26,7 @@ from agent_server.history.errors import HistoryError
 # The SDK's own part types (agents.tool ToolOutputImageDict, ToolOutputFileContentDict), as the API names them.
 _SDK_PART_TYPES = {"image": "input_image", "file": "input_file"}
 _MEDIA_TYPES = ("input_image", "input_file")
+_REPR_START, _REPR_TYPES = "[{'type': '", ("input_text", "input_image", "input_file")
 ToolOutput = str | list[dict[str, Any]]  # a function_call_output's output: text, or the API's input parts
 
 
@@ -87,6 +90,21 @@ def _plain(value: Any) -> Any:
         return list(value)
     dump = getattr(value, "model_dump", None)
     return dump(mode="json", exclude_none=True) if callable(dump) and not isinstance(value, type) else value
+
+
+def unrepr(output: Any) -> Any:
+    """A tool output that earlier versions of this app stored and sent as the Python repr of openai-agents' parts
+    (`"[{'type': 'input_text', 'text': '...'}]"`), as the tool's output again: conversations kept from then, and
+    clients that replay them, would give the model that repr on every later turn. Anything else as it is."""
+    if not isinstance(output, str) or not output.startswith(_REPR_START) or not output.endswith("}]"):
+        return output
+    try:
+        parts = ast.literal_eval(output)  # literals only: no name or call is evaluated
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return output
+    if not isinstance(parts, list) or not all(isinstance(p, dict) and p.get("type") in _REPR_TYPES for p in parts):
+        return output
+    return tool_output_shape(parts)
 
 
 def _api_part(part: Any) -> Any:

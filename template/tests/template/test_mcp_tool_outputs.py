@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from openai.types.responses import Response
 from support import Conversation, ServerThread, post, reply_text, sse_events
 
-from agent_server.history.tool_outputs import parts_in_text, tool_output_shape, tool_output_text
+from agent_server.history.tool_outputs import parts_in_text, tool_output_shape, tool_output_text, unrepr
 
 CAPITAL = "capital-of-japan: Tokyo"
 PNG = base64.b64decode(  # one pixel
@@ -157,3 +157,6 @@ def test_one_function_shapes_every_kind_of_tool_output():
     assert tool_output_shape([{"type": "made_up"}]) == '[{"type": "made_up"}]', "no rule: its JSON, never a repr"
     assert parts_in_text(tool_output_text(CHART)) == CHART, "an mcp_call's parts come back as parts"
     assert parts_in_text('[{"type": "input_text", "text": "x"}]') == '[{"type": "input_text", "text": "x"}]'
+    assert unrepr(str(CHART)) == CHART and unrepr(str(CHART[:1])) == "A chart of Tokyo", "what earlier versions sent"
+    assert unrepr("[{'type': 'input_text', 'text': __import__('os')}]").startswith("[{"), "literals only"
+    assert unrepr("[{'type': 'made_up', 'text': 'x'}]") == "[{'type': 'made_up', 'text': 'x'}]"
