@@ -193,4 +193,7 @@ def _is_json_object(text: str) -> bool:
 def _function_call_output(call_id: Any, output: Any, index: int, key: str = "call_id") -> dict[str, Any]:
     if not isinstance(call_id, str):
         raise HistoryError(index, f"a tool output needs a '{key}' string")
-    return {"type": "function_call_output", "call_id": call_id, "output": tool_output(unrepr(output), index)}
+    repaired = unrepr(output)
+    if repaired is not output:
+        logger.info("history: input[%d] is a tool output given as the Python repr of its parts: read as them", index)
+    return {"type": "function_call_output", "call_id": call_id, "output": tool_output(repaired, index)}
