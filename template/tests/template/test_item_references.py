@@ -55,7 +55,7 @@ def test_references_replay_the_stored_items_and_the_turns_join_their_conversatio
 def test_a_reference_by_a_tool_calls_id_alone_finds_its_conversation(client):  # noqa: F811
     """The `mcp_call`'s id is its call's `call_id`, not the id of a stored item: a request whose only references
     are to a tool call still joins the conversation that holds it, and brings the call and its output."""
-    user = {"x-test-user": f"calls-{time.monotonic_ns()}@example.com"}  # a store of its own on PostgreSQL too
+    user = alone()
     call, _ = turn(client, [{"role": "user", "content": "What time is it?"}], **user)["output"]
     assert call["type"] == "mcp_call"
     asked = [reference(call["id"]), reference(call["id"]), {"role": "user", "content": "And now?"}]
@@ -65,7 +65,7 @@ def test_a_reference_by_a_tool_calls_id_alone_finds_its_conversation(client):  #
     assert len(listed) == 1, "the turn joined the call's conversation"
     stored = client.get(f"/conversations/{listed[0]['id']}", headers=user).json()["items"]
     assert [item["content"] for item in stored if item.get("role") == "user"][-1] == "And now?"
-    other = client.post("/responses", json={"input": asked}, headers={"x-test-user": BOB})
+    other = client.post("/responses", json={"input": asked}, headers=alone())
     assert other.status_code == 400 and other.json()["error"]["param"] == "input[0]", "another identity's call"
 
 
