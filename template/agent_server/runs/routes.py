@@ -3,8 +3,9 @@
 
     GET  /responses/{id}                                  the response object: status, output, error, trace id
     GET  /responses/{id}?stream=true&starting_after=N     the run's events after N, then live until it ends
-    GET  /responses/{id}/input_items                      its input items, as the client sent them (the chat page
-                                                          shows a resumed turn's message, attachments too)
+    GET  /responses/{id}/input_items?limit=&after=&order=  its input items, as the client sent them, each with an id,
+                                                          a page at a time (the chat page shows a resumed turn's
+                                                          message, attachments too)
     POST /responses/{id}/cancel                           stop it; what it had produced is kept as a turn
 
 A failed run's GET answers with the status the synchronous request would have had, in the app's error shape
@@ -21,10 +22,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import memory
-from agent_server.errors import BadRequest, HttpError, NotFound, quoted, route_error
+from agent_server.errors import BadRequest, NotFound, quoted
 from agent_server.identity import owner_of
 from agent_server.memory import enabled
-from agent_server.runs import events, execute, store
+from agent_server.runs import events, execute, input_items, store
 from agent_server.runs.live import LiveRun
 from agent_server.runs.requests import event_stream, follow, stored_output
 from agent_server.runs.store import FINAL, Run
@@ -36,53 +37,37 @@ CURSOR = re.compile(r"-1|[0-9]{1,10}")
 
 @router.get("/{run_id}")
 async def read_run(run_id: str, request: Request) -> Response:
-    try:
-        run = await _owned(run_id, request)
-        query = request.query_params
-        stream = query.get("stream", "false").lower()
-        if stream not in ("true", "false"):
-            raise BadRequest("'stream' must be true or false.", param="stream")
-        if stream == "true":
-            return event_stream(follow(run, _cursor(query.get("starting_after"))))
-        if "starting_after" in query:
-            raise BadRequest("'starting_after' is a cursor in the run's stream: use it with stream=true.")
-        return await _described(run)
-    except HttpError as error:
-        return route_error(error)
+    run = await _owned(run_id, request)
+    query = request.query_params
+    stream = query.get("stream", "false").lower()
+    if stream not in ("true", "false"):
+        raise BadRequest("'stream' must be true or false.", param="stream")
+    if stream == "true":
+        return event_stream(follow(run, _cursor(query.get("starting_after"))))
+    if "starting_after" in query:
+        raise BadRequest("'starting_after' is a cursor in the run's stream: use it with stream=true.")
+    return await _described(run)
 
 
 @router.get("/{run_id}/input_items")
 async def read_run_input(run_id: str, request: Request) -> Response:
-    """The Responses API's list of a response's input items: newest first, or oldest with `order=asc`."""
-    try:
-        run = await _owned(run_id, request)
-        order = request.query_params.get("order", "desc")
-        if order not in ("asc", "desc"):
-            raise BadRequest("'order' must be asc or desc.", param="order")
-    except HttpError as error:
-        return route_error(error)
-    sent = run.body.get("input")
-    items = [{"role": "user", "content": sent}] if isinstance(sent, str) else list(sent or [])
-    items = [{"type": "message", **item} if isinstance(item, dict) and "type" not in item else item for item in items]
-    data = items if order == "asc" else items[::-1]
-    return JSONResponse({"object": "list", "data": data, "has_more": False})
+    """The Responses API's list of a response's input items, a page at a time (runs/input_items.py)."""
+    run = await _owned(run_id, request)
+    return JSONResponse(input_items.page(run.id, run.body.get("input"), request.query_params))
 
 
 @router.post("/{run_id}/cancel")
 async def cancel_run(run_id: str, request: Request) -> Response:
-    try:
-        run = await _owned(run_id, request, read=False)
-        if run.status not in FINAL:
-            live = _mine(run)
-            if live is not None and live.task is not None:
-                live.cancel_requested = True
-                live.task.cancel()
-            else:  # another process runs it: its next heartbeat stops it
-                await memory.transact(store.request_cancel(run.owner, run.id), write=True)
-            await _until_ended(run)
-        return await _described(await _owned(run_id, request))
-    except HttpError as error:
-        return route_error(error)
+    run = await _owned(run_id, request, read=False)
+    if run.status not in FINAL:
+        live = _mine(run)
+        if live is not None and live.task is not None:
+            live.cancel_requested = True
+            live.task.cancel()
+        else:  # another process runs it: its next heartbeat stops it
+            await memory.transact(store.request_cancel(run.owner, run.id), write=True)
+        await _until_ended(run)
+    return await _described(await _owned(run_id, request))
 
 
 async def _owned(run_id: str, request: Request, read: bool = True) -> Run:

@@ -52,6 +52,23 @@ def test_references_replay_the_stored_items_and_the_turns_join_their_conversatio
     assert users == ["Hello", "What time is it?", "Thanks"], "each turn stored once, in order"
 
 
+def test_a_reference_by_a_tool_calls_id_alone_finds_its_conversation(client):  # noqa: F811
+    """The `mcp_call`'s id is its call's `call_id`, not the id of a stored item: a request whose only references
+    are to a tool call still joins the conversation that holds it, and brings the call and its output."""
+    user = alone()
+    call, _ = turn(client, [{"role": "user", "content": "What time is it?"}], **user)["output"]
+    assert call["type"] == "mcp_call"
+    asked = [reference(call["id"]), reference(call["id"]), {"role": "user", "content": "And now?"}]
+    answer = turn(client, asked, **user)
+    assert "and 1 tool turns. You said: And now?" in reply_text(answer["output"]), "the call and its output, once"
+    listed = client.get("/conversations", headers=user).json()["conversations"]
+    assert len(listed) == 1, "the turn joined the call's conversation"
+    stored = client.get(f"/conversations/{listed[0]['id']}", headers=user).json()["items"]
+    assert [item["content"] for item in stored if item.get("role") == "user"][-1] == "And now?"
+    other = client.post("/responses", json={"input": asked}, headers=alone())
+    assert other.status_code == 400 and other.json()["error"]["param"] == "input[0]", "another identity's call"
+
+
 def test_a_reference_to_an_item_the_caller_does_not_have_is_a_400_that_says_how_to_send_it(client):  # noqa: F811
     first = turn(client, [{"role": "user", "content": "Hello"}])
     ours, other = reference(first["output"][-1]["id"]), alone()
