@@ -109,7 +109,8 @@ async def beat() -> None:
     if execute.RUNNING:
         starts = {run_id: live.run.attempts for run_id, live in execute.RUNNING.items()}
         beating = store.heartbeat(HOLDER, starts, now + run_hold_seconds())
-        cancelled, lost = await _safely(beating, ([], []))
+        nothing: tuple[list[str], list[str]] = ([], [])
+        cancelled, lost = await _safely(beating, nothing)
         for run_id in lost:  # another process claimed it, or it was deleted: its work here stops (live.lose)
             if (live := execute.RUNNING.get(run_id)) is not None and live.run.attempts == starts[run_id]:
                 live.lose()
