@@ -1,5 +1,6 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""`start-app`, or a test's function, in processes forked from one that has imported the app's libraries once.
+"""`start-app` (or plain `uvicorn`), or a test's function, in processes forked from one that has imported the
+app's libraries once.
 
 A process that starts the app spends about 2 s of CPU importing openai-agents, MLflow and FastAPI before it
 serves (`python -X importtime -c "import agent_server.app"`); the tests start a dozen, and on two cores that was
@@ -43,8 +44,9 @@ def _fork_server() -> Any:
 
 
 def start(args: list[str], env: dict[str, str], cwd: Path | None, log: Path, new_session: bool) -> ForkedApp:
-    """Run start-app's main() with `args` (args[0] is the console script) in a process forked from the fork
-    server, with exactly `env` as its environment and `log` as its output."""
+    """Run the main() of the console script args[0] (start-app, or uvicorn: SCRIPTS) with args[1:] in a process
+    forked from the fork server, with exactly `env` as its environment and `log` as its output."""
+    assert Path(args[0]).name in SCRIPTS, f"{args[0]} is none of {sorted(SCRIPTS)}"
     target_args = (args, env, str(cwd or os.getcwd()), str(log), new_session)
     process = _fork_server().Process(target=_run_start_app, args=target_args)
     process.start()
@@ -92,6 +94,10 @@ def _take_environment(env: dict[str, str]) -> None:
     os.environ.update(env)
 
 
+# The console scripts start() runs, and the module whose main() each runs (as its entry point in the venv does).
+SCRIPTS = {"start-app": "agent_server.start_server", "uvicorn": "uvicorn.main"}
+
+
 def _run_start_app(args: list[str], env: dict[str, str], cwd: str, log: str, new_session: bool) -> None:
     """In the forked process: what running the console script with that environment, folder and output does."""
     if new_session:
@@ -104,8 +110,9 @@ def _run_start_app(args: list[str], env: dict[str, str], cwd: str, log: str, new
     _take_environment(env)
     os.chdir(cwd)
     sys.argv = list(args)
-    from agent_server.start_server import main
+    import importlib
 
+    main = importlib.import_module(SCRIPTS[Path(args[0]).name]).main
     try:
         main(args[1:])
     finally:
