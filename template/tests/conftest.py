@@ -60,10 +60,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     takes the second half of the longest queue. The template's longest tests wait seconds on the processes they
     start, and in collection order most came last (test_start_app.py, test_workers.py): a run ended with one
     process waiting on them and the others idle. Spread over the shares' starts, they wait while others compute.
-    Tests that share a server of their module's (a module-scoped fixture, as test_workers_one_store.py's app) go
-    to one share together, so that one process starts it once. The same tests run either way; only their order
-    changes. A test that takes the api_mode fixture is marked
-    `api_modes`: it names its model and API mode itself, so the render's defaults do not change what it proves."""
+    Tests that share a server of their module's (a module-scoped fixture, as test_workers.py's app) go to one
+    share together, so that one process starts it once. The same tests run either way; only their order changes.
+    A test that takes the api_mode fixture is marked `api_modes`: it names its model and API mode itself, so the
+    render's defaults do not change what it proves."""
     for item in items:
         if "api_mode" in getattr(item, "fixturenames", ()):
             item.add_marker("api_modes")

@@ -2,7 +2,7 @@
 """The first answer to an approval request is final, however the history comes back (tools/approval_answers.py),
 and approvals outlive restarts with no setting: with memory on, the key that signs them is kept in its store
 (memory/approval_store.py). Runs are counted at a real MCP server (delete_file) and at the owner's own function
-tool (charge_card, `needs_approval=True`). Across two worker processes: test_workers_one_store.py."""
+tool (charge_card, `needs_approval=True`). Across two worker processes: test_workers.py."""
 
 from __future__ import annotations
 

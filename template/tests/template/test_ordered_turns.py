@@ -2,7 +2,7 @@
 """Ordered turns (agent_server/memory/queue.py): a turn of a conversation that is answering another request waits,
 and runs after the turns that came before it, seeing their answers; past MEMORY_TURN_QUEUE_SECONDS it gets a 409 that
 says why. Through the real app, SDK and offline model, on a real HTTP server; on SQLite, and on PostgreSQL too when
-MEMORY_TEST_POSTGRES_URL names one; across two worker processes on one SQLite file in test_workers_one_store.py."""
+MEMORY_TEST_POSTGRES_URL names one; across two worker processes on one SQLite file in test_workers.py."""
 
 from __future__ import annotations
 
