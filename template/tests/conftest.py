@@ -97,7 +97,7 @@ def sharing(item: pytest.Item) -> Any:
     info = getattr(item, "_fixtureinfo", None)
     definitions = info.name2fixturedefs.items() if info else ()
     shared = frozenset(name for name, defs in definitions if defs and defs[-1].scope == "module")
-    return (item.nodeid.split("::")[0], shared) if shared else item.nodeid
+    return (item.nodeid.split("::")[0], shared) if shared else item
 
 
 @pytest.fixture(autouse=True)

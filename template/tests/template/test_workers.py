@@ -141,7 +141,7 @@ def test_two_workers_on_one_sqlite_file_run_a_conversations_turns_in_the_order_t
             list(pool.map(lambda _: httpx.get(f"{url}/health", timeout=30), range(8)))
         texts.append(f"Turn {len(texts) + 2}")
         turns.append(in_thread(functools.partial(send, url, conversation, texts[-1])))
-        until(lambda: len(places()) == len(texts), f"{texts[-1]!r} to wait for its turn")
+        until(lambda: len(places()) == len(texts), f"{texts[-1]!r} to wait for its turn", seconds=120)
     first = [
         StoredItem({"role": "user", "content": "Hello"}, None),
         StoredItem({"role": "assistant", "content": "Hi"}, None),
