@@ -6,14 +6,15 @@ running start-app."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import app_fork_server
 import mlflow
 import pytest
 from mlflow.utils.file_utils import local_file_uri_to_path
@@ -226,15 +227,28 @@ def test_a_run_longer_than_a_pruning_pass_keeps_the_traces_it_is_writing(tmp_pat
     """The app in process prunes its local traces (tracing.keep_pruned): here every 0.1 s, and any older than
     0.1 s (TRACES_MAX_AGE_DAYS). The run reads back, copies and scores its turns' traces later than that, and
     prunes none of them while it runs. In a process of its own, whose pruner ends with it."""
-    script = "from agent_server.observability import tracing; tracing.PRUNE_EVERY_SECONDS = 0.1"
     env = app_env(LLM_PROVIDER="offline", TRACES_MAX_AGE_DAYS="0.000001", **AS_ANSWERED)
     flags = ["--cases", str(STARTER_SET), "--output", str(tmp_path / "results.json")]
-    evaluated = subprocess.run(
-        [sys.executable, "-c", f"{script}; from agent_server.evaluation import cli; cli.main()", *flags],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert evaluated.returncode == 0, evaluated.stderr[-4000:]
-    assert STARTER_PASSED in evaluated.stdout
+    status, printed, said = app_fork_server.call(evaluated_pruning_often, flags, str(tmp_path), env=env, timeout=300)
+    assert status == 0, said[-4000:]
+    assert STARTER_PASSED in printed
+
+
+def evaluated_pruning_often(flags: list[str], folder: str) -> tuple[int | str | None, str, str]:
+    """`evaluate` run in `folder`, with the app's pruner passing every 0.1 s: its exit status and what it printed.
+    In a process forked for it (app_fork_server.call), with the environment it was given and its own pruner."""
+    from agent_server.observability import tracing
+
+    os.chdir(folder)
+    config.reload()
+    tracing.PRUNE_EVERY_SECONDS = 0.1
+    printed, said = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
+        try:
+            cli.main(flags)
+        except SystemExit as exited:
+            return exited.code, printed.getvalue(), said.getvalue()
+    return None, printed.getvalue(), said.getvalue()
 
 
 ONE_CASE = "cases: [{name: a, turns: [{user: hi}]}]\n"
