@@ -42,6 +42,7 @@ from agent_server.observability.feedback import router as feedback_router
 from agent_server.runs import BackgroundRuns, close_runs, open_runs
 from agent_server.runs.routes import router as runs_router
 from agent_server.scheduling import garbage_collection
+from agent_server.sign_in import SignIn
 from agent_server.tools import mcp_connections
 
 # Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/observability/tracing.py).
@@ -55,6 +56,7 @@ app.add_middleware(RequestGuard)
 app.add_middleware(FairShares)  # below the runs': a run's attempt is a turn, reading a kept run is none
 app.add_middleware(ResponsesDialect)  # below the runs' too: a run on /responses is shaped once, as it is made
 app.add_middleware(BackgroundRuns)
+app.add_middleware(SignIn)  # with OIDC_ISSUER: who calls, checked, before anything reads it (sign_in/)
 app.add_middleware(BrowserGuard)
 app.add_middleware(HealthCheck)
 app.add_middleware(OneErrorShape)
