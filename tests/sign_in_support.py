@@ -24,8 +24,8 @@ class SignedInApp:
 
     def written(self) -> str:
         """Everything the app wrote: its log, and its traces (every request's)."""
-        traces = "".join(path.read_text(errors="replace") for path in (self.folder / "mlruns").rglob("*") if path.is_file())
-        return self.server.output + traces
+        files = [path for path in (self.folder / "mlruns").rglob("*") if path.is_file()]
+        return self.server.output + "".join(path.read_text(errors="replace") for path in files)
 
 
 # The whole recipe of docs/deploy.md ("Sign-in on any other host"), as the image's environment has it.
@@ -45,6 +45,6 @@ def signed_in_app(renders, folder: Path, **env: str) -> Iterator[SignedInApp]:
             MLFLOW_TRACKING_URI=f"file:{folder / 'mlruns'}", MLFLOW_TRACE_SAMPLING_RATIO="1",
             MLFLOW_ENABLE_ASYNC_TRACE_LOGGING="false", **env,
         )  # fmt: skip
-        command = [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port), "--host", "127.0.0.1"]
+        command = [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port)]  # on loopback
         with ServerProcess(command, settings, f"{url}/health", cwd=app, timeout=300) as server:
             yield SignedInApp(url, provider, server, folder)
