@@ -36,6 +36,9 @@ def test_a_user_signs_in_and_keeps_conversations_memories_and_runs_that_no_other
     run = turn(ada, app.url, "Hello again", background=True, context={"conversation_id": conversation})
     assert run.status_code == 200, run.text
     assert [c["id"] for c in ada.get(f"{app.url}/conversations").json()["conversations"]] == [conversation]
+    # Naming another user in the header the app names the signed-in user with changes nothing: it is dropped.
+    claimed = ada.get(f"{app.url}/conversations", headers={"x-agent-signed-in-user": "bob@example.test"})
+    assert claimed.status_code == 200 and [c["id"] for c in claimed.json()["conversations"]] == [conversation]
     assert ada.get(f"{app.url}/memories").json()["memories"], "the remember tool kept Ada's name"
     assert ada.get(f"{app.url}/sign-in/session").json() == {"user": "ada@example.test"}
     # Bob, signed in on the same app, sees none of it, by list or by id.

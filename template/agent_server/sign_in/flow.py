@@ -21,6 +21,7 @@ import secrets
 import urllib.parse
 from typing import Any
 
+import httpx
 from authlib.common.errors import AuthlibBaseError  # type: ignore[import-untyped]
 from authlib.integrations.httpx_client import AsyncOAuth2Client  # type: ignore[import-untyped]
 from starlette.datastructures import Headers
@@ -39,10 +40,9 @@ PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form
 
 
 def origin(scope: Scope) -> str:
-    """This app's origin as the browser sees it (BrowserGuard has checked the host): the redirect URL's."""
-    headers = Headers(scope=scope)
-    scheme = headers.get("x-forwarded-proto") or scope.get("scheme", "http")
-    return f"{scheme}://{headers.get('x-forwarded-host') or headers.get('host', '')}"
+    """This app's origin as the browser sees it (BrowserGuard has checked the Host): the redirect URL's."""
+    headers = Headers(scope=scope)  # X-Forwarded-Proto from the proxy where TLS ends (deploy/haproxy.cfg)
+    return f"{headers.get('x-forwarded-proto') or scope.get('scheme', 'http')}://{headers.get('host', '')}"
 
 
 def secure(scope: Scope) -> bool:
@@ -115,10 +115,11 @@ async def callback(scope: Scope) -> Response:
         return page(400, "This sign-in's answer is not the one this browser asked for: sign in again.", scope)
     metadata = await issuer.metadata()
     try:
-        token = await _client(scope).fetch_token(
-            metadata["token_endpoint"], code=first["code"], code_verifier=pending["verifier"]
-        )
-    except (AuthlibBaseError, ValueError, OSError) as error:  # the code was used, or has expired; never logged
+        async with _client(scope) as client:
+            token = await client.fetch_token(
+                metadata["token_endpoint"], code=first["code"], code_verifier=pending["verifier"]
+            )
+    except (AuthlibBaseError, httpx.HTTPError, ValueError, OSError) as error:  # used, or expired; never logged
         logger.info("sign-in: the provider refused the code exchange (%s)", type(error).__name__)
         return page(400, "The identity provider did not accept this sign-in (it may have been used already).", scope)
     try:
