@@ -138,8 +138,11 @@ async def callback(scope: Scope) -> Response:
 
 
 def identity_of(claims: dict[str, Any]) -> str | None:
-    """The user a token names: its OIDC_IDENTITY_CLAIM (`email` by default), else its `sub`."""
+    """The user a token names: its OIDC_IDENTITY_CLAIM (`email` by default), else its `sub`. An email the provider
+    says is not verified names nobody: anyone could have typed it."""
     for name in (config.settings().sign_in.identity_claim, "sub"):
+        if name == "email" and claims.get("email_verified") is False:
+            continue
         value = claims.get(name)
         if isinstance(value, str) and value.strip():
             return value.strip()

@@ -78,3 +78,10 @@ def test_the_access_log_never_holds_a_sign_in_code():
     assert "/sign-in/callback?(not logged)" in record.getMessage()
     other = logging.LogRecord("uvicorn.access", logging.INFO, "", 0, "%s %s %s", ("a", "GET", "/c/x?y=1"), None)
     assert NoSignInCodes().filter(other) and other.getMessage() == "a GET /c/x?y=1"
+
+
+def test_the_user_is_the_identity_claim_else_sub_and_never_an_unverified_email(sign_in_on):
+    assert flow.identity_of({"sub": "u1", "email": "ada@example.com"}) == "ada@example.com"
+    assert flow.identity_of({"sub": "u1"}) == "u1"
+    assert flow.identity_of({"sub": "u1", "email": "ada@example.com", "email_verified": False}) == "u1"
+    assert flow.identity_of({"email": " "}) is None
