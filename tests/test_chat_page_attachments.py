@@ -96,6 +96,11 @@ def test_an_image_and_a_pdf_are_attached_sent_and_shown_again_and_refused_files_
         # The app judges what it takes: its messages are the page's, and the refused file comes back to the tray.
         drop(reopened.page, "setup.exe", "application/octet-stream", b"MZ", script=PASTE)
         reopened.ask("And this?")
-        expect(errors.nth(1)).to_contain_text("'setup.exe' is application/octet-stream, which this app does not take")
+        expect(errors.nth(1)).to_contain_text("'setup.exe' is a .exe file, which this app does not take")
+        expect(errors.nth(1).get_by_role("button", name="Retry")).to_have_count(0)  # it could only fail again
+        expect(reopened.page.locator("#attached .attachment")).to_have_text(["EXEsetup.exe"])
+        reopened.page.get_by_role("button", name="Remove setup.exe").click()
+        drop(reopened.page, "invoice\u202efdp.txt", "text/plain", b"due")  # reads as invoicetxt.pdf if kept
+        expect(reopened.page.locator("#attached .attachment")).to_have_text(["TXTinvoicefdp.txt"])
         screenshots(reopened.page, artifacts, f"attachments-refused-{api}")
         assert not chat.errors and not reopened.errors

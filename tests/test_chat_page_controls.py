@@ -7,6 +7,7 @@ the answers that wrote or used it.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -113,8 +114,13 @@ def test_what_i_remember_and_your_data_from_the_page(start_app, browser):
         page.get_by_role("button", name="Forget \u201cMy name is Ada\u201d").click()
         expect(facts).to_have_text(["Remember I like green tea"])
         page.once("dialog", lambda dialog: dialog.accept())
+        expect(page).to_have_url(re.compile(r"/c/[^/]+$"))
         page.get_by_role("button", name="Delete my data").click()
         expect(chat.conversations).to_have_count(0)
+        said = "Deleted 1 conversation (8 messages and tool calls), 1 memory and 2 background answers."
+        expect(page.locator(".notice")).to_contain_text(said)  # what it deleted, in words
+        expect(page).to_have_url(f"{url}/")  # not the address of a conversation that is gone
+        expect(page.locator(".turn:not(.notice)")).to_have_count(0)
         expect(facts).to_have_text(["Nothing yet."])
         assert httpx.get(f"{url}/memories").json()["memories"] == []
         assert not chat.errors

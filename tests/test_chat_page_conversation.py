@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import httpx
 import pytest
 from chat_page_support import ChatPage, said
 from playwright.sync_api import expect
@@ -95,12 +96,46 @@ def test_every_conversation_has_an_address_that_reload_back_forward_and_only_its
         assert not chat.errors
 
         bob = ChatPage(browser.new_context(extra_http_headers={"x-test-user": "bob@example.com"}).new_page(), first)
-        expect(bob.page).to_have_url(f"{url}/")  # a new chat: nothing of Ada's, and no word of it
-        expect(bob.page.locator(".turn")).to_have_count(0)
+        expect(bob.page).to_have_url(f"{url}/")  # a new chat: nothing of Ada's, and that it was not found
+        expect(bob.page.locator(".notice")).to_have_text(re.compile("^That conversation was not found"))
+        expect(bob.page.locator(".turn:not(.notice)")).to_have_count(0)
         expect(bob.page.locator("#greeting")).to_be_visible()
         expect(bob.page.locator(".error")).to_have_count(0)
         expect(bob.conversations).to_have_count(0)
         assert not bob.errors
+
+
+def back(page) -> None:
+    """The user comes back to this tab. Headless Chromium keeps every tab visible and focused (bring_to_front fires
+    no event), so the tab is told as a browser tells it: `visibilitychange`, then `focus` on its window."""
+    page.bring_to_front()
+    page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
+    page.evaluate("window.dispatchEvent(new FocusEvent('focus'))")
+
+
+def test_a_second_tab_shows_the_turns_the_other_tab_added_when_it_comes_back(served_app, browser):
+    """Two tabs on one conversation: the one brought back to the front shows what the other added since, as the
+    conversation is stored, and goes on from it; one whose conversation the other deleted says it was not found."""
+    context = browser.new_context()
+    first = ChatPage(context.new_page(), served_app)
+    first.ask("Hello from the first tab")
+    expect(first.page).to_have_url(re.compile(r"/c/[^/]+$"))
+    second = ChatPage(context.new_page(), first.page.url)
+    expect(second.page.locator(".turn.user")).to_have_text(["Hello from the first tab"])
+    first.ask("More from the first tab")
+    back(second.page)
+    expect(second.page.locator(".turn.user")).to_have_text(["Hello from the first tab", "More from the first tab"])
+    expect(second.replies).to_have_count(2)
+    second.ask("Now the second")
+    expect(second.replies.last).to_contain_text("I saw 3 user, 2 assistant and 0 tool turns")
+    conversation = first.page.url.rsplit("/", 1)[1]
+    assert httpx.delete(f"{served_app}/conversations/{conversation}").status_code == 204  # from another device
+    back(first.page)
+    expect(first.page.locator(".notice")).to_have_text(re.compile("^That conversation was not found"))
+    expect(first.page).to_have_url(f"{served_app}/")
+    expect(first.page.locator(".turn.user")).to_have_count(0)
+    assert not first.errors and not second.errors
+    context.close()
 
 
 def test_with_memory_the_page_sends_only_the_new_turn_of_its_conversation(served_app, browser_page):

@@ -81,6 +81,7 @@ def test_stop_during_a_tool_keeps_the_conversation_and_its_stopped_turn(slow_too
     expect(turns.nth(2)).to_have_text("Please run slow_lookup")
     expect(turns).to_have_count(4)  # Hello, its answer, the prompt, and the stopped call
     expect(turns.nth(3).locator(".tool-status")).to_have_text("interrupted")
+    expect(reopened.page.locator(".stopped")).to_have_text("Stopped")  # the stored turn ends on the stopped call
     reopened.ask("Never mind")
     expect(reopened.replies.last).to_contain_text("I saw 3 user, 1 assistant and 1 tool turns. You said: Never mind")
     assert not chat.errors and not reopened.errors
@@ -139,13 +140,27 @@ def test_stop_during_a_running_tool_shows_it_interrupted(slow_tools_app, browser
     assert not chat.errors
 
 
+# The first "running… N s" the page shows, recorded from the page's start (a reload's too).
+FIRST_RUNNING = """new MutationObserver((_, observer) => {
+  const status = document.querySelector("details.tool .tool-status");
+  if (!status || !/^running… \\d+ s$/.test(status.textContent)) return;
+  window.firstRunning = status.textContent;
+  observer.disconnect();
+}).observe(document, { subtree: true, childList: true, characterData: true });"""
+
+
 def test_a_reload_during_a_running_tool_shows_it_running_then_done(slow_tools_app, browser_page):
+    """After a reload the running call's seconds count from when it started (the app streams `started_at`)."""
     chat = ChatPage(browser_page, slow_tools_app["url"])
-    started_job(slow_tools_app, browser_page)
+    _tool, called = started_job(slow_tools_app, browser_page)
     pending_run(browser_page)
+    browser_page.add_init_script(FIRST_RUNNING)
+    browser_page.wait_for_timeout(max(0, 2000 - (time.monotonic() - called) * 1000))  # 2 s into the 5 s job
     browser_page.reload()
     tool = browser_page.locator("details.tool")
     expect(tool.locator(".tool-status")).to_have_text(RUNNING, timeout=5000)  # the resumed stream: still running
+    first = browser_page.evaluate("window.firstRunning")
+    assert int(first.split()[1]) >= 2, f"counted from the reload, not from the call's start: {first}"
     expect(tool.locator(".tool-name")).to_have_text("five_second_job")
     expect(tool.locator(".tool-status")).to_have_text("done", timeout=15_000)
     expect(tool).to_have_count(1)

@@ -42,7 +42,7 @@ def test_every_template_owned_file_starts_with_the_header(tmp_path, name):
             f"{relative} must start with the template's header, got: {first!r}"
         )
         checked.append(relative)
-    expected = {"agent_server/handlers.py", "agent_server/history/render.py", "scripts/check_update_leftovers.py"}
+    expected = {"agent_server/turn/serve.py", "agent_server/history/render.py", "scripts/check_update_leftovers.py"}
     expected |= {"docs/configuration.md", "docs/history-shapes.md"}
     assert expected <= set(checked)
 

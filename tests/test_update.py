@@ -147,7 +147,7 @@ def test_app_from_before_the_render_step_gets_it_and_its_second_prompt_works(ver
 
     update(app, "HEAD")
     assert_no_leftovers(app)
-    assert "render_history(" in (app / "agent_server/handlers.py").read_text()
+    assert "render_each(" in (app / "agent_server/turn/checks.py").read_text()
     assert "customize_history" not in (app / "agent_server/agent.py").read_text(), "the owner's agent.py is kept"
 
     # The template's tests that lean on agent.py, with an agent.py that predates the hooks.

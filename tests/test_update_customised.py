@@ -86,7 +86,7 @@ def test_customised_app_keeps_its_changes_and_gets_the_template_change(versions,
     assert now[".env.example"].decode().endswith(OWNER_ENV)
     # The template's change arrived, in the files it owns and in the shared README.
     assert "def strip_byte_order_marks(" in now["agent_server/history/render.py"].decode()
-    assert "_model_input_without_the_new_rule(request)" in now["agent_server/handlers.py"].decode()
+    assert "_model_input_without_the_new_rule(context)" in now["agent_server/turn/serve.py"].decode()
     assert "tests/template/test_byte_order_marks.py" in now
     assert now["README.md"].decode().endswith("## Support\n\nAsk the platform team.\n")
     assert answers(app)["_commit"] == "0.2.0"

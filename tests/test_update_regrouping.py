@@ -51,9 +51,16 @@ SPREAD_MODULES = [
 # The last commit of this repo with agent_server/'s 18 top-level modules (config.py, tracing.py, ...).
 GROUPED_LAYOUT = "8f5b76f54045908f9b6abe833dfc49b734569d86"
 GROUPED_MODULES = ["config.py", "setting_types.py", "defaults.py", "tracing.py", "logs.py", "feedback.py"]
+# The last commit of this repo whose turn was MLflow's agent server route behind eight middlewares (handlers.py,
+# middleware/request_guard.py, ...): the turn is turn/ and routes.py since.
+MIDDLEWARE_LAYOUT = "4930628ef4711eadacca6363712ce5c6a9a18105"
+MIDDLEWARE_MODULES = [
+    "handlers.py", "middleware/request_guard.py", "middleware/request_state.py", "middleware/responses_dialect.py",
+    "middleware/responses_shapes.py", "middleware/rate_limits.py",
+]  # fmt: skip
 # Each old layout: its tag, and a file only it has.
 LAYOUTS = {"flat": ("0.0.9", "agent_server/memory.py"), "spread": ("0.0.10", "agent_server/request_guard.py")}
-LAYOUTS |= {"grouped": ("0.0.11", "agent_server/tracing.py")}
+LAYOUTS |= {"grouped": ("0.0.11", "agent_server/tracing.py"), "middleware": ("0.0.12", "agent_server/handlers.py")}
 
 
 def copy_commit(repo: Path, commit_id: str) -> None:
@@ -74,18 +81,19 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     release(repo, "0.0.9", lambda repo: copy_commit(repo, FLAT_LAYOUT), from_working_tree=False)
     release(repo, "0.0.10", lambda repo: copy_commit(repo, SPREAD_LAYOUT), from_working_tree=False)
     release(repo, "0.0.11", lambda repo: copy_commit(repo, GROUPED_LAYOUT), from_working_tree=False)
+    release(repo, "0.0.12", lambda repo: copy_commit(repo, MIDDLEWARE_LAYOUT), from_working_tree=False)
     release(repo, "0.1.0")
     return repo
 
 
-# Each layout with the default answers, and the older two with others too (the grouped layout's moves do not depend
+# Each layout with the default answers, and the older two with others too (the later layouts' moves do not depend
 # on the answers, and each case takes about 12 s).
 ANSWERS = {"defaults": {}, "custom": {"app_name": "support-bot", "memory": "none"}}
 CASES = [
     pytest.param(data, layout, id=f"{name}-{layout}")
     for name, data in ANSWERS.items()
     for layout in LAYOUTS
-    if name == "defaults" or layout != "grouped"
+    if name == "defaults" or layout not in ("grouped", "middleware")
 ]
 
 
@@ -170,12 +178,13 @@ def test_a_customised_app_of_the_spread_layout_keeps_its_changes_and_works(versi
     assert now["uv.lock"] == mine["uv.lock"]
     assert OWNER_README in now["README.md"].decode() and '"funcy==' in now["pyproject.toml"].decode()
     # The template's old copies are gone: its modules, now in packages, and its tests, now in tests/template/.
-    assert [name for name in SPREAD_MODULES + GROUPED_MODULES if f"agent_server/{name}" in now] == []
+    gone = SPREAD_MODULES + GROUPED_MODULES + MIDDLEWARE_MODULES
+    assert [name for name in gone if f"agent_server/{name}" in now] == []
     assert "agent_server/config/__init__.py" in now and "agent_server/observability/tracing.py" in now
     assert sorted(name for name in now if name.startswith("tests/") and not name.startswith("tests/template/")) == [
         "tests/conftest.py", "tests/test_my_agent.py", "tests/test_my_chat.py",
     ]  # fmt: skip
-    assert "agent_server/middleware/request_guard.py" in now and "tests/template/support.py" in now
+    assert "agent_server/turn/prepare.py" in now and "tests/template/support.py" in now
     output = relock_and_test(
         app, "tests/test_my_agent.py", "tests/test_my_chat.py", "tests/template/test_multiturn.py",
         "tests/template/test_owner_hooks.py", "tests/template/test_config.py",

@@ -4,10 +4,10 @@ customisations, and the checks of an updated app. tests/conftest.py loads it as 
 The versions are built by `versions` below, in a temporary repo, from the working tree, once per worker (the tests
 that use it share the xdist group "update"; tests/test_update_readme.py and tests/test_update_regrouping.py build
 versions of their own under the same name):
-- 0.0.1: an app from before the render step and the update tooling: its handlers pass MLflow's
+- 0.0.1: an app from before the render step and the update tooling: its turn passes MLflow's
   items straight to Runner, and its agent.py has no hooks;
 - 0.1.0: the working tree as it is (the repo's HEAD);
-- 0.2.0, on a branch: 0.1.0 plus a template change to the render step (history.py, handlers.py,
+- 0.2.0, on a branch: 0.1.0 plus a template change to the render step (history.py, turn/serve.py,
   a test for the new rule) and to the README.
 """
 
@@ -30,12 +30,15 @@ COPIER = str(Path(sys.executable).with_name("copier"))
 GITHUB = "{% if github_ci %}.github{% endif %}"
 
 
-# The handler as agent apps wrote it before the render step existed.
-PRE_RENDER_MODEL_INPUT = """def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
-    return [item.model_dump() for item in request.input]
+# The turn as agent apps wrote it before the render step existed: MLflow's request items straight to the SDK.
+PRE_RENDER_MODEL_INPUT = """def model_input(context: TurnContext) -> list[dict[str, Any]]:
+    from mlflow.types.responses import ResponsesAgentRequest
+
+    return [item.model_dump() for item in ResponsesAgentRequest(input=context.body["input"]).input]
 
 
 """
+TURN = "template/agent_server/turn/serve.py"  # where the turn's model input is made
 # Files the update tooling added; an app from before it has none of them.
 UPDATE_TOOLING = [
     "template/scripts/check_update_leftovers.py",
@@ -47,14 +50,14 @@ UPDATE_TOOLING = [
 
 
 def before_the_render_step(repo: Path) -> None:
-    replace_once(repo / "template/agent_server/handlers.py", r"def model_input\(.*?\n\n\n", PRE_RENDER_MODEL_INPUT)
+    replace_once(repo / TURN, r"def model_input\(.*?\n\n\n", PRE_RENDER_MODEL_INPUT)
     replace_once(repo / "template/agent_server/agent.py.jinja", r"\n\n\ndef customize_history\(.*", "\n")
     for name in UPDATE_TOOLING:
         (repo / name).unlink()
 
 
 def template_change(repo: Path) -> None:
-    """What a template release typically does: a new render rule, wired into the handlers, with a test."""
+    """What a template release typically does: a new render rule, wired into the turn, with a test."""
     append(
         repo / "template/agent_server/history/render.py",
         textwrap.dedent('''
@@ -69,10 +72,10 @@ def template_change(repo: Path) -> None:
                 ]
             '''),
     )
-    handlers = repo / "template/agent_server/handlers.py"
-    assert "def model_input(" in handlers.read_text(), "handlers.py has no model_input: update this synthetic edit"
+    turn = repo / TURN
+    assert "def model_input(" in turn.read_text(), "turn/serve.py has no model_input: update this synthetic edit"
     append(
-        handlers,
+        turn,
         textwrap.dedent("""
 
             from agent_server.history.render import strip_byte_order_marks  # noqa: E402
@@ -80,8 +83,8 @@ def template_change(repo: Path) -> None:
             _model_input_without_the_new_rule = model_input
 
 
-            def model_input(request: ResponsesAgentRequest) -> list[dict[str, Any]]:
-                return strip_byte_order_marks(_model_input_without_the_new_rule(request))
+            def model_input(context: TurnContext) -> list[dict[str, Any]]:
+                return strip_byte_order_marks(_model_input_without_the_new_rule(context))
             """),
     )
     (repo / "template/tests/template/test_byte_order_marks.py").write_text(

@@ -1,13 +1,12 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The ASGI app: MLflow's AgentServer behind eight small middlewares, and a chat page at /.
+"""The ASGI app: its own turn routes (routes.py), the routers, the chat page at /, and small middlewares.
 
-A request meets, in order: OneErrorShape (every error in one shape, error_responses.py), HealthCheck
-(GET /health says 503 while conversations cannot be stored, health.py), BrowserGuard (no driving the agent
-from other web pages, browser_guard.py), BackgroundRuns (requests that become runs: runs/requests.py),
-ResponsesDialect (/responses answers in the OpenAI Responses API's shapes, responses_dialect.py), FairShares
-(each user's turns a minute and at once, rate_limits.py), RequestGuard (parse, check, render, request_guard.py),
-UpstreamErrors (the model's failures get the status that says why, error_responses.py), then MLflow's
-server and the handlers (handlers.py).
+A request meets, in order: OneErrorShape (every error in one shape, error_responses.py), HealthCheck (GET /health
+says 503 while conversations cannot be stored, health.py), BrowserGuard (no driving the agent from other web pages,
+browser_guard.py), SignIn (with OIDC_ISSUER: who calls, checked, sign_in/), then its route. What a route refuses
+is an HttpError, which one handler answers (`answer_http_error`). POST /invocations and /responses serve a turn
+(routes.py, turn/); GET /agent/info and GET /health keep what MLflow's agent server answered there. MLflow stays
+for tracing, evaluation, feedback and its types.
 """
 
 from __future__ import annotations
@@ -23,72 +22,85 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from fastapi.responses import HTMLResponse
-from mlflow.genai.agent_server import AgentServer
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse
 
-import agent_server.handlers  # noqa: F401  (registers the @invoke and @stream handlers)
 from agent_server import agent, config, mcp_servers, memory
+from agent_server.errors import HttpError, route_error
 from agent_server.memory.api import router as conversations_router
 from agent_server.memory.memories_api import router as memories_router
 from agent_server.memory.your_data import router as your_data_router
 from agent_server.middleware.browser_guard import BrowserGuard
-from agent_server.middleware.error_responses import OneErrorShape, UpstreamErrors
+from agent_server.middleware.error_responses import OneErrorShape
 from agent_server.middleware.health import HealthCheck
-from agent_server.middleware.rate_limits import FairShares, share_the_loop
-from agent_server.middleware.request_guard import RequestGuard
-from agent_server.middleware.responses_dialect import ResponsesDialect
-from agent_server.observability import logs, tracing
+from agent_server.observability import tracing
 from agent_server.observability.feedback import router as feedback_router
-from agent_server.runs import BackgroundRuns, close_runs, open_runs
+from agent_server.routes import routes as turn_routes
+from agent_server.runs import close_runs, open_runs
 from agent_server.runs.routes import router as runs_router
 from agent_server.scheduling import garbage_collection
 from agent_server.sign_in import SignIn
 from agent_server.tools import mcp_connections
+from agent_server.turn.rate_limits import share_the_loop
 
 # Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/observability/tracing.py).
 tracing.configure()
 
-server = AgentServer("ResponsesAgent")
-app = server.app
+logger = logging.getLogger("agent_server")
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(served_app: Any) -> AsyncIterator[None]:
+    """Conversation memory and the MCP servers' connections, opened at start-up and closed at shutdown."""
+    share_the_loop()
+    await memory.open_memory()
+    await mcp_connections.open_connections(mcp_servers.declared(agent))
+    if memory.enabled():
+        await open_runs()  # runs that stopped with an earlier process resume here, with the tools connected
+    try:
+        async with garbage_collection.serving():  # start-up's objects frozen, full collections on a clock
+            yield
+    finally:
+        if memory.enabled():
+            await close_runs()  # before the MCP servers and the store they run on close
+        await mcp_connections.close_connections()
+        await memory.close_memory()
+        if tracing.flushes_on_stop():
+            tracing.flush()  # each worker process's own traces (start_server.py)
+
+
+app = FastAPI(title="Agent Server", lifespan=_lifespan)
+app.router.routes.extend(turn_routes)
 # The last added runs first.
-app.add_middleware(UpstreamErrors)
-app.add_middleware(RequestGuard)
-app.add_middleware(FairShares)  # below the runs': a run's attempt is a turn, reading a kept run is none
-app.add_middleware(ResponsesDialect)  # below the runs' too: a run on /responses is shaped once, as it is made
-app.add_middleware(BackgroundRuns)
 app.add_middleware(SignIn)  # with OIDC_ISSUER: who calls, checked, before anything reads it (sign_in/)
 app.add_middleware(BrowserGuard)
 app.add_middleware(HealthCheck)
 app.add_middleware(OneErrorShape)
-# A failure the app answers on purpose (a 503 or 409 with its reason) is one line in MLflow's log, not a traceback.
-logging.getLogger("mlflow.genai.agent_server.server").addFilter(logs.ExpectedFailures())
-
-_serve = app.router.lifespan_context
 
 
-@contextlib.asynccontextmanager
-async def _lifespan(served_app: Any) -> AsyncIterator[Any]:
-    """MLflow's own start-up and shutdown, with conversation memory and the MCP servers' connections
-    opened and closed inside it."""
-    async with _serve(served_app) as state:
-        share_the_loop()
-        await memory.open_memory()
-        await mcp_connections.open_connections(mcp_servers.declared(agent))
-        if memory.enabled():
-            await open_runs()  # runs that stopped with an earlier process resume here, with the tools connected
-        try:
-            async with garbage_collection.serving():  # start-up's objects frozen, full collections on a clock
-                yield state
-        finally:
-            if memory.enabled():
-                await close_runs()  # before the MCP servers and the store they run on close
-            await mcp_connections.close_connections()
-            await memory.close_memory()
-            if tracing.flushes_on_stop():
-                tracing.flush()  # each worker process's own traces (start_server.py)
+@app.exception_handler(HttpError)
+async def answer_http_error(request: Request, error: HttpError) -> JSONResponse:
+    """Every route's refusals, in the one error shape (errors.py), with the status their class says."""
+    if error.status >= 500:
+        logger.warning("%s %s: %s (%d)", request.method, request.url.path, error, error.status)
+    return route_error(error)
 
 
-app.router.lifespan_context = _lifespan
+@app.get("/agent/info", include_in_schema=False)
+async def agent_info() -> dict[str, Any]:
+    """What MLflow's agent server says of the app (the Databricks Apps platform reads it)."""
+    import mlflow
+
+    name = config.settings().deployment.databricks_app_name or "mlflow_agent_server"
+    return {"name": name, "use_case": "agent", "mlflow_version": mlflow.__version__, "agent_api": "responses"}
+
+
+@app.get("/health", include_in_schema=False)
+async def health() -> dict[str, str]:
+    """Healthy (HealthCheck answers 503 first while conversations cannot be stored)."""
+    return {"status": "healthy"}
+
+
 app.include_router(conversations_router)
 app.include_router(runs_router)
 app.include_router(feedback_router)

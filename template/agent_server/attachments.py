@@ -4,12 +4,18 @@
 They travel as the Responses API's own content parts (`input_image` with a data: URL, `input_file` with
 `file_data` and `filename`), from the chat page or any /responses client; the render (history/content_parts.py)
 gives the chat-completions shapes these names too. The request guard checks them before anything runs or is
-stored (middleware/request_guard.py), so a refused turn leaves no trace in its conversation:
+stored (turn/checks.py), so a refused turn leaves no trace in its conversation:
 
-- a type the app does not take is a 415, judged by the data URL's media type and, for a file, by its filename;
+- a type the app does not take is a 415, judged by the data URL's media type and, for a file, by its filename's
+  extension (the message names the extension);
+- data that is not base64 is a 400 naming the item: the app decodes it, and counts the bytes decoded;
 - more than ATTACHMENTS_MAX_FILES parts in the turn, one over ATTACHMENTS_MAX_FILE_BYTES, or all of them over
   ATTACHMENTS_MAX_TURN_BYTES (decoded bytes), a 413 that names the setting (config/ checks that these fit the
-  body and memory's limits).
+  body and memory's limits); a body over MAX_INPUT_CHARS because of an attachment gets this 413 too (check_first).
+
+A data URL is judged with its ends trimmed, and sent on trimmed. A file name loses its control and direction
+characters (NUL, line breaks, right-to-left overrides: json_body.hides_text, as a title's are refused), so that
+`invoice\u202efdp.txt` is stored, shown and sent to the model as `invoicefdp.txt`, never as `invoicetxt.pdf`.
 
 The turn is the user messages the request ends with; the types are checked in every user message the client
 sends. A part given by URL or file id brings no bytes (the model's API fetches it) and counts only in number.
@@ -23,13 +29,15 @@ model server that refuses a part answers a 400 the app passes on: nothing is dro
 
 from __future__ import annotations
 
+import binascii
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from agent_server import config
 from agent_server.errors import BadRequest, HttpError, TooLarge, UnsupportedType
-from agent_server.history import Rendered
+from agent_server.history import ApiMode, HistoryError, Rendered, render_each
+from agent_server.json_body import hides_text
 
 IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WebP", "image/gif": "GIF"}
 FILE_TYPES = {"application/pdf": (".pdf",), "text/plain": (".txt", ".text", ".md", ".csv", ".log")}
@@ -38,7 +46,8 @@ DATA_URL = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),", re.IGNORECASE)
 
 
 def check(client_items: Sequence[Any], each: Sequence[Rendered]) -> None:
-    """An HttpError (415 or 413) for the client's attachments the app does not take; nothing for the rest."""
+    """An HttpError (415, 413 or 400) for the client's attachments the app does not take; the rest made ready to
+    send in place (`each`'s parts: data URLs trimmed, file names cleaned)."""
     turn = _turn_indices(client_items)
     count = total = 0
     limits = None  # read at the first attachment: a turn without any depends on none of these settings
@@ -65,6 +74,16 @@ def check(client_items: Sequence[Any], each: Sequence[Rendered]) -> None:
                 raise TooLarge(f"{message} ATTACHMENTS_MAX_TURN_BYTES={limits.max_turn_bytes}.", where)
 
 
+def check_first(client_items: list[Any], api: ApiMode) -> None:
+    """check(), for a body that is over another limit (MAX_INPUT_CHARS): if an attachment is why, its own 413 or 415
+    names the attachment's limit or type; a history that does not render is left to that other limit."""
+    try:
+        each = render_each(client_items, api=api)
+    except HistoryError:
+        return
+    check(client_items, each)
+
+
 def _turn_indices(items: Sequence[Any]) -> set[int]:
     """The indices of the user messages the request ends with: what this turn adds."""
     turn: set[int] = set()
@@ -78,30 +97,38 @@ def _turn_indices(items: Sequence[Any]) -> set[int]:
 
 def _size(part: dict[str, Any], where: str) -> int:
     """The decoded bytes of an image or file part (0 for one given by URL or id); a 415 for a type the app does not
-    take."""
+    take, a 400 for data that is not base64. Trims its data URL and cleans its file name in place."""
     if part["type"] == "input_image":
         url = part.get("image_url", "")
-        if not url.lower().startswith("data:"):
+        if not url.strip().lower().startswith("data:"):
             return 0
-        kind, encoded = _data_url(url, "an image", where)
+        url = part["image_url"] = url.strip()
+        kind, encoded = _data_url(url, "An image", where)
         if kind not in IMAGE_TYPES:
             raise _not_taken(f"The image is {kind or 'of no type'}", where)
-        return _decoded_bytes(encoded)
+        return _decoded_bytes(encoded, "An image", where)
     name: str | None = part.get("filename")
+    if name is not None:
+        name = part["filename"] = "".join(character for character in name if not hides_text(character))
     data: str | None = part.get("file_data")
     media: str | None = None
+    if data is not None:
+        data = part["file_data"] = data.strip()
     if data is not None and data.lower().startswith("data:"):
         media, data = _data_url(data, _name(part), where)
-        if media not in FILE_TYPES:
-            raise _not_taken(f"{_name(part)} is {media or 'of no type'}", where)
     if name is not None:
         suffix = name[name.rfind(".") :].lower() if "." in name else ""
         fits = [kind for kind, suffixes in FILE_TYPES.items() if suffix in suffixes]
-        if not fits or (media is not None and media not in fits):
-            raise _not_taken(f"{_name(part)} is {media or 'of a type its name does not say'}", where)
+        if not fits:
+            raise _not_taken(f"{_name(part)} is {f'a {suffix} file' if suffix else 'a file with no extension'}", where)
+        if media is not None and media not in fits:
+            holds = f"{_name(part)} is named {suffix} but holds {media or 'data of no type'}"
+            raise UnsupportedType(f"{holds}: its name and its data must say the same type ({TAKEN}).", where)
+    elif media is not None and media not in FILE_TYPES:
+        raise _not_taken(f"A file is {media or 'of no type'}", where)
     elif media is None and data is not None:
         raise _not_taken("A file sent as bare base64 needs a 'filename' (or a data: URL) to say its type", where)
-    return 0 if data is None else _decoded_bytes(data)
+    return 0 if data is None else _decoded_bytes(data, _name(part), where)
 
 
 def _data_url(url: str, what: str, where: str) -> tuple[str, str]:
@@ -111,8 +138,13 @@ def _data_url(url: str, what: str, where: str) -> tuple[str, str]:
     return match.group(1).strip().lower(), url[match.end() :]
 
 
-def _decoded_bytes(data: str) -> int:
-    return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+def _decoded_bytes(data: str, what: str, where: str) -> int:
+    """The bytes `data` decodes to: decoded here, so that what is not base64 is the app's 400 naming the item, not
+    the model's naming a parameter of its own."""
+    try:
+        return len(binascii.a2b_base64(data, strict_mode=True))
+    except (binascii.Error, ValueError):
+        raise BadRequest(f"{what} does not hold valid base64 data.", where) from None
 
 
 def _not_taken(what: str, where: str) -> HttpError:

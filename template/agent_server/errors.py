@@ -4,14 +4,12 @@
     {"error": {"message": "...", "type": "...", "param": "input[3]" or null}, "detail": "..."}
 
 `error` is the OpenAI API's error shape, which OpenAI clients read; `detail` repeats the message
-for FastAPI-style clients (MLflow's own errors use it). OneErrorShape (error_responses.py) puts
-every error response in that shape, whoever answered: MLflow's server and FastAPI answer with
-`{"detail": ...}`.
+for FastAPI-style clients. Every route raises an HttpError subclass for what it refuses, and one exception handler
+(app.py: `answer_http_error`) answers it in that shape; OneErrorShape (middleware/error_responses.py) puts the rest
+(FastAPI's own `{"detail": ...}`: a 404 for an unknown path, a 405) in it too.
 
-MLflow's server turns every exception in a handler into a 500. The handlers record the
-model's failure (request_state.record_failure), and UpstreamErrors (error_responses.py), which
-sees the response go out, replaces that 500 with the status this module gives it
-(README, "Failure modes"):
+A turn that the model fails is answered with the status this module gives the failure (`failure_answer`; README,
+"Failure modes"):
 
 | the model | status | retried by the app |
 |---|---|---|
@@ -65,7 +63,7 @@ OUR_FAULT = frozenset({401, 403, 404})
 
 
 def model_failures() -> tuple[type[BaseException], ...]:
-    """The exceptions that are the model's failures: a handler records them (request_state.record_failure)."""
+    """The exceptions that are the model's failures: a turn answers them with the status that says why."""
     import openai
     from agents.exceptions import MaxTurnsExceeded
 
@@ -77,6 +75,9 @@ class HttpError(ValueError):
     naming `param` if it can. One subclass a meaning, which states its status once: `class X(HttpError, status=N)`."""
 
     status = 500
+    then = "Try again."  # what the client can do, after the reason an Unavailable store gives
+    what = "Conversation memory"  # whose store an Unavailable is (routes of long-term memory say "Memory")
+    headers: Mapping[str, str] = {}  # sent with the answer (a 429's Retry-After)
 
     def __init_subclass__(cls, status: int = 500, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -108,9 +109,6 @@ class TooLarge(HttpError, status=413): ...  # the request holds more than a limi
 class UnsupportedType(HttpError, status=415): ...  # an attachment of a type the app does not take
 
 
-class ClientGone(HttpError, status=499): ...  # the client hung up while its request waited (nobody reads it)
-
-
 class Broken(HttpError, status=500): ...  # what the app stored can no longer be used: its fault, not the request's
 
 
@@ -134,12 +132,33 @@ def error_response(
     return JSONResponse(error_body(status, message, param), status_code=status, headers=dict(headers or {}))
 
 
-def route_error(error: HttpError, then: str = "Try again.", what: str = "Conversation memory") -> JSONResponse:
+def route_error(error: HttpError, then: str | None = None, what: str | None = None) -> JSONResponse:
     """A route's answer to `error`: its status and message in the one shape; an Unavailable store says whose
-    (`what`) and what the client can do (`then`)."""
+    (`what`, else the error's own) and what the client can do (`then`, else the error's own). The app's one
+    exception handler answers every HttpError a route raises with it (app.py)."""
+    status, body = error_of(error, then, what)
+    return JSONResponse(body, status_code=status, headers=dict(error.headers))
+
+
+def error_of(error: HttpError, then: str | None = None, what: str | None = None) -> tuple[int, dict[str, Any]]:
+    """(status, body) of an HttpError's answer."""
     if isinstance(error, Unavailable):
-        return error_response(error.status, f"{what} is unavailable: {error}. {then}")
-    return error_response(error.status, str(error), error.param)
+        message = f"{what or error.what} is unavailable: {error}. {then or error.then}"
+        return error.status, error_body(error.status, message)
+    return error.status, error_body(error.status, str(error), error.param)
+
+
+def failure_answer(
+    error: BaseException, sources: list[int | None] | None = None, failure: ModelFailure | None = None
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(status, body, headers) that answer what stopped a turn: an HttpError as it says, the model's failure with
+    the status that says why (its `param` turned into the client's item), anything else a 500 that says what."""
+    if isinstance(error, HttpError):
+        return (*error_of(error), dict(error.headers))
+    if isinstance(error, model_failures()):
+        status, text, param, headers = status_and_message(error)
+        return status, error_body(status, text, client_param(param, sources, failure or ModelFailure())), headers
+    return 500, error_body(500, str(error)), {}
 
 
 @dataclass
@@ -191,12 +210,10 @@ class _LazyMessageCounts:
 
 
 def status_and_message(error: BaseException) -> tuple[int, str, str | None, dict[str, str]]:
-    """(status, message, param, headers) for a model failure, or a failure that says its own `http_status`."""
+    """(status, message, param, headers) for a model failure."""
     import openai
     from agents.exceptions import MaxTurnsExceeded
 
-    if isinstance(getattr(error, "http_status", None), int):
-        return error.http_status, str(error), None, {}  # type: ignore[attr-defined]
     if isinstance(error, MaxTurnsExceeded):
         return 502, f"The agent stopped without a final answer: {error.message} (it kept calling tools).", None, {}
     if isinstance(error, openai.APITimeoutError):

@@ -3,8 +3,8 @@
 
 The owner's agent may carry openai-agents guardrails (agent.py: `input_guardrails`, `output_guardrails`, and a
 function tool's `tool_input_guardrails` and `tool_output_guardrails`). The SDK stops a run whose guardrail trips
-by raising its tripwire exception, which MLflow's server answers with a 500 (in a stream, an error event). The
-handlers end such a turn with an answer instead (handlers.py), in every mode (invoke, stream, background run):
+by raising its tripwire exception, which would otherwise fail the turn (a 500; in a stream, an error event). The
+handlers end such a turn with an answer instead (turn/serve.py), in every mode (invoke, stream, background run):
 
 - an assistant message that says the request was refused: agent.GUARDRAIL_MESSAGE if the owner sets it, else the
   guardrail's `output_info` when that is text, else DEFAULT_MESSAGE;

@@ -35,7 +35,7 @@ def check_shown_text(text: str, param: str, lines: bool = False) -> None:
 
 async def small_json(request: Request, limit: int, what: str) -> Any:
     """The body as JSON: a body over `limit` bytes is a 413 before it is all read, one that is not JSON a 400, and
-    one that takes longer than BODY_TIMEOUT_SECONDS to arrive, however it trickles, a 408 (as request_guard.py's)."""
+    one that takes longer than BODY_TIMEOUT_SECONDS to arrive, however it trickles, a 408 (as the turn routes')."""
     seconds = config.settings().limits.body_timeout_seconds
     raw = b""
     try:

@@ -124,7 +124,7 @@ def call_limits(current: config.Settings | None = None) -> dict[str, Any]:
 
 
 def needs_user_token() -> bool:
-    """On-behalf-of-user calls, with no fallback to the app's own identity (request_guard checks the token)."""
+    """On-behalf-of-user calls, with no fallback to the app's own identity (turn/checks.py checks the token)."""
     calls = config.settings().model_calls
     return llm_settings().provider == "databricks" and calls.on_behalf_of_user and not calls.on_behalf_of_user_fallback
 

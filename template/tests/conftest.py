@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Fixtures that run the real app (AgentServer, handlers, SDK) against the in-process offline model.
+"""Fixtures that run the real app (its routes, turn and SDK) against the in-process offline model.
 
 tests/ is yours: put your own tests here, in files of your own, named as you like (tests/template/ is a package,
 so your test_memory.py and the template's do not clash).

@@ -1,12 +1,13 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Long-term memory's tools, `remember(fact)` and `recall(query)`: added by the template to the owner's agent on
-every request while LONG_TERM_MEMORY is on (handlers.for_this_request), never by an edit to agent.py. An agent that
+every request while LONG_TERM_MEMORY is on (turn/serve.for_this_request), never by an edit to agent.py. An agent that
 already has a tool of either name keeps its own.
 
-Each acts for the request's caller alone: the identity identity.owner_of read from its headers (request_state's
-owner), which a background run's replay carries as well (runs/execute.identity_headers). A request that names no one
-remembers and recalls nothing. The facts and their bounds are facts.py's. Each read and write is a span of the
-turn's trace, `memory.remember` and `memory.recall`; a failed store is told to the model, never a failed turn.
+Each acts for the turn's caller alone: the identity identity.owner_of read from its headers, which the SDK hands each
+tool in the turn's run context (turn_context.TurnContext.owner; a background run's carries it as well). A request
+that names no one remembers and recalls nothing. The facts and their bounds are facts.py's. Each read and write is a
+span of the turn's trace, `memory.remember` and `memory.recall`; a failed store is told to the model, never a failed
+turn.
 
 Memories are not put before the model at the start of each turn: the model recalls when it needs to. Measured on
 SQLite with 200 facts (README, "Long-term memory"), a recall takes 0.3 ms (no fact matches) to 7 ms (all 200 do),
@@ -24,12 +25,11 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from agents import Agent, function_tool
+from agents import Agent, RunContextWrapper, function_tool
 
 from agent_server.memory import database, facts
 from agent_server.memory.settings import memory_settings
 from agent_server.memory.store import Unavailable
-from agent_server.middleware import request_state
 
 logger = logging.getLogger("agent_server.memory")
 
@@ -52,14 +52,14 @@ def with_memory_tools(agent: Agent) -> Agent:
 
 
 @function_tool(name_override="remember")
-async def remember(fact: str) -> str:
+async def remember(wrapper: RunContextWrapper[Any], fact: str) -> str:
     """Remember one short fact about the user you are talking with (their name, a preference, something they ask you
     to keep in mind), to recall in later conversations. Only what the user would want remembered.
 
     Args:
         fact: The fact, in one short sentence (at most 500 characters).
     """
-    owner = _owner()
+    owner = _owner(wrapper)
     if owner is None:
         return "Nothing was remembered: this request names no user."
     current = memory_settings()
@@ -83,14 +83,14 @@ async def remember(fact: str) -> str:
 
 
 @function_tool(name_override="recall")
-async def recall(query: str) -> str:
+async def recall(wrapper: RunContextWrapper[Any], query: str) -> str:
     """Find what you remember about the user you are talking with: the facts that share words with the query, best
     first; if none does, the newest facts. Use it when knowing the user would help (their name, their preferences).
 
     Args:
         query: Words to look for, such as "name" or "favourite food".
     """
-    owner = _owner()
+    owner = _owner(wrapper)
     if owner is None:
         return "Nothing was recalled: this request names no user."
     with _span("memory.recall", {"query": query}) as span:
@@ -122,9 +122,9 @@ def _day(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).date().isoformat()
 
 
-def _owner() -> str | None:
-    state = request_state.current()
-    return state.owner if state is not None else None
+def _owner(wrapper: RunContextWrapper[Any]) -> str | None:
+    """The turn's caller, from its run context (turn_context.py); None: the turn names no one."""
+    return getattr(wrapper.context, "owner", None)
 
 
 @contextlib.contextmanager

@@ -8,6 +8,8 @@ answered item with its conversation, so it can answer them as the API does: each
 caller's conversations, which becomes the turn's conversation when the request names none (the one holding most
 of the ids, if a model server reused one). A tool call's id
 brings the call and its output. An id the caller has no item for is a 400 that says how to send items whole.
+An item a turn set aside (branches.py) is still the caller's: a client that goes back to an earlier branch, by the ids
+of its items, continues it (merge.py), rather than meeting a 400 it could never get past.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sqlalchemy as sa
 from agent_server.errors import BadRequest, quoted
 from agent_server.identity import owner_of
 from agent_server.memory.database import store
-from agent_server.memory.schema import conversations
+from agent_server.memory.schema import branches, conversations
 from agent_server.memory.schema import items as items_table
 from agent_server.memory.turns import conversation_id_of
 
@@ -37,8 +39,15 @@ async def resolved(headers: Mapping[str, str], body: dict[str, Any]) -> dict[str
     owner, sent = owner_of(headers), body["input"]
     ids = {index: _id_of(item, index) for index, item in enumerate(sent) if item.get("type") == REFERENCE}
     conversation_id = conversation_id_of(body) or await _conversation_of(owner, list(ids.values()))
-    rows = await (await store()).items(owner, conversation_id) if conversation_id else None  # or Unavailable: 503
+    kept = await store()
+    rows = await kept.items(owner, conversation_id) if conversation_id else None  # or Unavailable: 503
     named = _by_id(rows or [])
+    if conversation_id and rows is not None and not set(ids.values()) <= set(named):
+        # Some only an earlier branch holds: the branches, oldest first, under the conversation's own items.
+        earlier: dict[str, list[dict[str, Any]]] = {}
+        for about in await kept.branches(owner, conversation_id):
+            earlier.update(_by_id(await kept.branch_items(owner, conversation_id, about["branch"])))
+        named = {**earlier, **named}
     items, seen = [], set()
     for index, item in enumerate(sent):
         if index not in ids:
@@ -63,23 +72,24 @@ def _id_of(item: dict[str, Any], index: int) -> str:
 
 async def _conversation_of(owner: str, ids: list[str]) -> str | None:
     """The caller's conversation that holds the most items by these ids (the latest of those that hold as many: a
-    model server may give the same answer the same id in two conversations, as the offline model does)."""
+    model server may give the same answer the same id in two conversations, as the offline model does); if none
+    does, the one whose earlier branches do."""
 
-    def find(connection: sa.Connection) -> str | None:
-        holding = sa.and_(items_table.c.owner == owner, items_table.c.item_id.in_(ids))
-        held = sa.func.count(sa.distinct(items_table.c.item_id))
-        ours = sa.and_(conversations.c.owner == owner, conversations.c.id == items_table.c.conversation_id)
+    def find(connection: sa.Connection, table: sa.Table) -> str | None:
+        holding = sa.and_(table.c.owner == owner, table.c.item_id.in_(ids))
+        held = sa.func.count(sa.distinct(table.c.item_id))
+        ours = sa.and_(conversations.c.owner == owner, conversations.c.id == table.c.conversation_id)
         query = (
-            sa.select(items_table.c.conversation_id)
+            sa.select(table.c.conversation_id)
             .join(conversations, ours)
             .where(holding)
-            .group_by(items_table.c.conversation_id, conversations.c.updated_at)
+            .group_by(table.c.conversation_id, conversations.c.updated_at)
             .order_by(held.desc(), conversations.c.updated_at.desc())
             .limit(1)
         )
         return connection.execute(query).scalar()
 
-    return await (await store()).run(find)
+    return await (await store()).run(lambda connection: find(connection, items_table) or find(connection, branches))
 
 
 def _by_id(rows: list[Any]) -> dict[str, list[dict[str, Any]]]:

@@ -4,6 +4,8 @@
 Two tables: `agent_conversations` (one row per owner and conversation id, with the turn lease)
 and `agent_conversation_items` (the conversation's items in order, as history.render_each
 renders them, in JSON; an answer's with the trace of the turn that made it, for feedback).
+`agent_conversation_branches` keeps each conversation's earlier branches: the items a turn that edited,
+regenerated or diverged from the conversation would have replaced, each branch whole (branches.py).
 Two more keep background runs (agent_server/runs/): `agent_runs` (one row per run: its owner,
 status, holder and heartbeat) and `agent_run_events` (each run's stream, in order).
 Two keep approvals (approval_store.py): `agent_approval_keys`, the key that signs approval requests, and
@@ -212,10 +214,31 @@ def _version_7(connection: sa.Connection) -> None:
     metadata.create_all(connection, tables=[rate_limits, turns_running])
 
 
+branches = sa.Table(
+    "agent_conversation_branches",
+    metadata,
+    owner_column(primary_key=True),
+    conversation_column(primary_key=True),
+    sa.Column("branch", sa.Integer, primary_key=True, autoincrement=False),  # 1, 2, ...: the order they were set aside
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),  # the item's seq in the conversation then
+    sa.Column("starts_turn", sa.Boolean, nullable=False),
+    sa.Column("format", sa.Integer, nullable=False),
+    sa.Column("item", sa.Text, nullable=False),
+    sa.Column("item_id", sa.Text),
+    sa.Column("trace_id", sa.String(64)),
+    time_column("set_aside_at"),  # when a turn replaced it
+)
+
+
+def _version_8(connection: sa.Connection) -> None:
+    metadata.create_all(connection, tables=[branches])
+
+
 MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3, 4: _version_4}
 MIGRATIONS[5] = _version_5  # the turn queue
 MIGRATIONS[6] = _version_6  # long-term memory
 MIGRATIONS[7] = _version_7  # rate limits counted in the store, for every instance
+MIGRATIONS[8] = _version_8  # earlier branches of conversations: no turn is deleted by a replayed history
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 

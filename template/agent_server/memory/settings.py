@@ -13,7 +13,8 @@ the store needs, the database URL above all.
   person, unless told otherwise. A deployed app (APP_ENV=production) needs it, or
   MEMORY_BACKEND=none: one owner for everyone would show each user's conversations to all.
 - MEMORY_MAX_AGE_DAYS (30; 0: never): conversations idle for longer are deleted.
-- MEMORY_MAX_ITEMS (1000; 0: no limit): per conversation; the oldest whole turns go first.
+- MEMORY_MAX_ITEMS (1000; 0: no limit): per conversation; the oldest whole turns go first. Its earlier branches
+  (branches.py) hold at most as many items together; the oldest branches go first.
 - MEMORY_MAX_TURN_BYTES (4 MiB): what one request may add, as stored JSON; over it, a 413.
 - MEMORY_TURN_LEASE_SECONDS (900): how long a live turn may hold its conversation before another
   turn may take it.

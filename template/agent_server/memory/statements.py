@@ -93,7 +93,6 @@ FINISH = (
     .values(lease=None, lease_until=None, updated_at=sa.bindparam("now"))
     .returning(*FINISH_RETURNS)
 )
-DELETE_ITEMS = items.delete().where(_ITS_ITEMS)
 RETITLE = conversations.update().where(_THIS).values(title=sa.bindparam("new_title"))
 # A first turn's title, from its first message: only while the conversation has none, so that a rename made while
 # the turn ran stays (a rename is never empty: api.py).

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent_server.memory import engines, queue, statements, turn_transactions
+from agent_server.memory import branches, engines, statements, turn_transactions, waiters
 from agent_server.memory.records import Busy, Conversation, StoredItem, Unavailable
 from agent_server.memory.schema import SchemaTooNew, conversations, items, migrate
 
@@ -78,22 +78,24 @@ class Store:
 
     async def finish_turn(
         self, owner: str, conversation_id: str, lease: str, turn: list[StoredItem], replaces: bool, title: str | None,
-        max_items: int,
+        max_items: int, keep: int = 0,
     ) -> None:  # fmt: skip
-        """Store the turn's items (after the stored ones, or instead of them) and give the lease back, at once."""
+        """Store the turn's items (after the stored ones, or, `replaces`, after their first `keep`, the rest kept as an
+        earlier branch) and give the lease back, at once."""
         if self.sqlite or replaces:
             finish = functools.partial(
-                turn_transactions.finish_turn, owner, conversation_id, lease, turn, replaces, title, max_items
-            )
+                turn_transactions.finish_turn, owner, conversation_id, lease, turn, replaces, title, max_items,
+                keep=keep,
+            )  # fmt: skip
             await self._run(finish, write=True)
-            queue.given_back(owner, conversation_id)
+            waiters.given_back(owner, conversation_id)
             return
         # One statement, one round trip (turn_transactions.py); the same `now` if it runs again.
         in_one = functools.partial(
             turn_transactions.finish_turn_in_one_statement, owner, conversation_id, lease, turn, title, time.time()
         )
         held = await self._run(in_one, write=True, each_statement_alone=True)
-        queue.given_back(owner, conversation_id)
+        waiters.given_back(owner, conversation_id)
         if held is not None and 0 < max_items < held:  # under the limit (most turns), nothing more to do
             await self._run(functools.partial(turn_transactions.keep_newest, owner, conversation_id, max_items), True)
 
@@ -101,7 +103,7 @@ class Store:
         """Give the lease back, storing nothing (a turn that failed or was stopped); a conversation with
         nothing stored (its first turn failed) is not kept."""
         await self._run(functools.partial(turn_transactions.release, owner, conversation_id, lease), write=True)
-        queue.given_back(owner, conversation_id)
+        waiters.given_back(owner, conversation_id)
 
     async def conversations(self, owner: str, limit: int = 100) -> list[Conversation]:
         return await self._run(functools.partial(_conversations, owner, limit))
@@ -109,6 +111,14 @@ class Store:
     async def items(self, owner: str, conversation_id: str) -> list[StoredItem] | None:
         """The conversation's items, or None if this owner has no conversation by that id."""
         return await self._run(functools.partial(_items_if_any, owner, conversation_id))
+
+    async def branches(self, owner: str, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's earlier branches, oldest first (branches.py)."""
+        return await self._run(lambda connection: branches.listed(connection, owner, conversation_id))
+
+    async def branch_items(self, owner: str, conversation_id: str, branch: int) -> list[StoredItem]:
+        """An earlier branch's items (none: no such branch)."""
+        return await self._run(lambda connection: branches.read(connection, owner, conversation_id, branch))
 
     async def delete(self, owner: str, conversation_id: str) -> bool:
         return await self._run(functools.partial(_delete, owner, conversation_id), write=True)
@@ -185,6 +195,7 @@ def _items_if_any(owner: str, conversation_id: str, connection: sa.Connection) -
 
 def _delete(owner: str, conversation_id: str, connection: sa.Connection) -> bool:
     connection.execute(items.delete().where(statements.items_of(owner, conversation_id)))
+    branches.delete(connection, owner, conversation_id)
     deleted = connection.execute(conversations.delete().where(statements.conversation_is(owner, conversation_id)))
     return deleted.rowcount > 0
 

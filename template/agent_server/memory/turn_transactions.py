@@ -6,7 +6,8 @@ On PostgreSQL, a turn's start and its usual finish are one statement each (state
 statements.FINISH_AND_ADD): one round trip to the server, where the same work as separate statements takes two,
 and four with a finish's BEGIN and COMMIT. Each round trip costs the app about 0.15 ms of CPU on asyncpg, and a
 conversation turn is a few milliseconds (benchmarks/README.md). SQLite runs in the app's own process and has no
-round trips to save, so it runs the statements one by one, as does a finish that replaces the conversation.
+round trips to save, so it runs the statements one by one, as does a finish that replaces part of the conversation
+(and keeps it as an earlier branch: branches.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 
 import sqlalchemy as sa
 
-from agent_server.memory import statements
+from agent_server.memory import branches, statements
 from agent_server.memory.records import Busy, StoredItem
 from agent_server.memory.schema import conversations, items
 
@@ -51,18 +52,21 @@ def start_turn(
 
 def finish_turn(
     owner: str, conversation_id: str, lease: str, turn: list[StoredItem], replaces: bool, title: str | None,
-    max_items: int, connection: sa.Connection,
+    max_items: int, connection: sa.Connection, keep: int = 0,
 ) -> None:  # fmt: skip
-    """In one transaction: the lease given back, the turn's items after the stored ones (or, `replaces`, instead of
-    them), the title (if it has none yet), and the oldest turns over `max_items` dropped."""
+    """In one transaction: the lease given back, the turn's items after the stored ones (or, `replaces`, after their
+    first `keep`, the rest set aside as an earlier branch: branches.py), the title (if it has none yet), and the
+    oldest turns over `max_items` dropped (and the oldest branches over it)."""
     this = statements.named(owner, conversation_id)
-    kept = connection.execute(statements.FINISH, {**this, "held": lease, "now": time.time()}).first()
+    now = time.time()
+    kept = connection.execute(statements.FINISH, {**this, "held": lease, "now": now}).first()
     if kept is None:  # the lease ran out and another turn took the conversation, or it was deleted
         raise Busy(conversation_id, deleted=connection.scalar(statements.EXISTS, this) is None)
     first, stored = kept  # where the turn's items start, and how many the conversation holds
     if replaces:
-        connection.execute(statements.DELETE_ITEMS, this)
-        first, stored = 0, 0
+        first, stored = branches.set_aside(connection, owner, conversation_id, keep, now)
+        if max_items > 0:
+            branches.keep_within(connection, owner, conversation_id, max_items)
     if turn:
         named = {"owner": owner, "conversation_id": conversation_id}
         connection.execute(items.insert(), [{**named, **_row(item, first + n)} for n, item in enumerate(turn)])

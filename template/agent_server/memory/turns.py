@@ -19,7 +19,7 @@ a conversation outlives changes of SDK, API mode and render rules.
 A turn is stored when it completes, all at once with its answer. A turn that failed, or whose
 stream the client cut, is not stored at all: the client still holds what it sent, and sends it again.
 A background run that its client cancels is stored as it stopped (its prompt, what it produced, each call
-it left running answered as interrupted), after the turns before it (request_guard.py, merge.py).
+it left running answered as interrupted), after the turns before it (turn/serve.py, merge.py).
 Two turns of one conversation at once: the second waits, and runs once the first is done, seeing its answer;
 turns that find their conversation busy run in the order they came, across workers and instances (queue.py).
 One that waits longer than MEMORY_TURN_QUEUE_SECONDS gets a 409 that says how long the conversation has been busy.
@@ -38,7 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent_server import llm
-from agent_server.errors import BadRequest, Broken, TooLarge
+from agent_server.errors import BadRequest, Broken, HttpError, TooLarge
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.identity import owner_of
 from agent_server.json_body import hides_text
@@ -112,6 +112,7 @@ class Turn:
     trace_id: str | None = None  # this turn's trace, kept with its answer (None: not traced)
     # A branch (replaced, diverged) stores what the client sent: its earlier answers keep the traces they had.
     kept_traces: dict[str, str] = field(default_factory=dict)
+    kept_rows: int = 0  # replaced, diverged: the stored rows that stay at the start (the rest: an earlier branch)
     done: bool = field(default=False)
 
     def custom_outputs(self) -> dict[str, str]:
@@ -133,10 +134,11 @@ class Turn:
         current = memory_settings()
         try:
             await (await database.store()).finish_turn(
-                self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items
-            )
+                self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items,
+                self.kept_rows,
+            )  # fmt: skip
         except (Unavailable, Busy) as error:
-            raise MemoryFailure(self.conversation_id, error) from None
+            raise MemoryFailure.of(self.conversation_id, error) from None
         finally:
             database.let_go(self.lease)
         self.done = True
@@ -148,18 +150,23 @@ class Turn:
             await database.release(self.owner, self.conversation_id, self.lease)
 
 
-class MemoryFailure(RuntimeError):
-    """Storing a turn failed: the answer is not given as if it were kept (errors.py answers 503 or 409)."""
+class MemoryFailure(HttpError, status=503):
+    """Storing a turn failed (its database did): the answer is not given as if it were kept."""
 
-    def __init__(self, conversation_id: str, error: Unavailable | Busy) -> None:
-        self.http_status = 409 if isinstance(error, Busy) else 503
+    @classmethod
+    def of(cls, conversation_id: str, error: Unavailable | Busy) -> MemoryFailure:
         if isinstance(error, Busy) and error.deleted:
             reason = "the conversation was deleted while this turn ran"
         elif isinstance(error, Busy):
             reason = "another turn took this conversation after this one ran past MEMORY_TURN_LEASE_SECONDS"
         else:
             reason = f"the conversation database failed: {error}"
-        super().__init__(f"This turn of conversation {conversation_id} was not stored ({reason}); send it again.")
+        kind = TurnTaken if isinstance(error, Busy) else MemoryFailure
+        return kind(f"This turn of conversation {conversation_id} was not stored ({reason}); send it again.")
+
+
+class TurnTaken(MemoryFailure, status=409):
+    """Storing a turn failed: its conversation was deleted, or taken by another turn, while it ran."""
 
 
 def keeps_own_history(body: dict[str, Any], sent: History) -> bool:
@@ -210,7 +217,9 @@ async def start_turn(
         "memory: conversation %s, %s (%d items added%s)", conversation_id, merged.kind, len(merged.new), continuing
     )
     kept = _traces(stored.each, stored_items) if merged.replaces else {}
-    return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept)
+    # The rows the kept items stand for, with the reasoning kept beside them (rendered items do not show it).
+    rows = stored.each[merged.kept - 1].index + 1 if merged.replaces and merged.kept else 0
+    return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept, kept_rows=rows)
 
 
 async def holds_all(owner: str, conversation_id: str, ids: Sequence[str]) -> bool:

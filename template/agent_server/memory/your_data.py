@@ -2,10 +2,11 @@
 """Everything the app keeps about the caller, to take away or to delete.
 
     GET    /me/export   one JSON document, streamed: {"owner", "exported_at", "about", "conversations": [{"id",
-                        "title", "created_at", "updated_at", "items", "trace_ids"}], "runs": [{..., "request",
-                        "events"}], "memories": [...], "approval_answers": [...], "trace_ids": [...]}
-    DELETE /me          {"deleted": {"conversations", "items", "runs", "run_events", "memories", "approval_answers"},
-                        "about"}: all of it, in one transaction
+                        "title", "created_at", "updated_at", "items", "trace_ids", "branches": [{"branch",
+                        "set_aside_at", "items", "trace_ids"}]}], "runs": [{..., "request", "events"}],
+                        "memories": [...], "approval_answers": [...], "trace_ids": [...]}
+    DELETE /me          {"deleted": {"conversations", "items", "branch_items", "runs", "run_events", "memories",
+                        "approval_answers", "waiting_turns"}, "about"}: all of it, in one transaction
 
 Both answer for the caller alone (identity.owner_of), and read or delete by owner in every statement. What the app
 keeps elsewhere is named, not copied: each answer's MLflow trace (the turn's inputs and outputs, and the feedback
@@ -30,11 +31,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from agent_server.errors import HttpError, route_error
 from agent_server.identity import owner_of
-from agent_server.memory import facts, turn_transactions
+from agent_server.memory import branches, facts, turn_transactions
 from agent_server.memory.database import store
 from agent_server.memory.schema import approval_answers, conversations, items, run_events, runs, turn_queue
 from agent_server.memory.settings import enabled
-from agent_server.memory.store import Store, Unavailable
+from agent_server.memory.store import Store, StoredItem, Unavailable
 
 logger = logging.getLogger("agent_server.memory")
 router = APIRouter(prefix="/me", include_in_schema=False)
@@ -80,11 +81,11 @@ async def _document(
     traces: list[str] = []
     yield json.dumps(head)[:-1].encode() + b', "conversations": ['
     for n, row in enumerate(conversation_rows):
-        stored = await kept.run(functools.partial(turn_transactions.read_items, owner=owner, conversation_id=row.id))
-        shown = [{**each.item, "id": each.item_id} if each.item_id else each.item for each in stored]
-        answers = [each.trace_id for each in stored]
-        traces += [trace for trace in answers if trace]
-        conversation = {**dict(row._mapping), "items": shown, "trace_ids": answers}
+        stored, earlier = await kept.run(functools.partial(_conversation, owner, row.id))
+        every = [*stored, *(each for _, rows in earlier for each in rows)]
+        traces += [trace for each in every if (trace := each.trace_id)]
+        conversation = {**dict(row._mapping), **_shown(stored)}
+        conversation["branches"] = [{**about, **_shown(rows)} for about, rows in earlier]
         yield (b", " if n else b"") + json.dumps(conversation).encode()
     yield b'], "runs": ['
     separator = b""
@@ -107,6 +108,23 @@ async def _document(
         "memory: a user exported their data: %d conversations, %d runs, %d memories",
         len(conversation_rows), len(run_ids), len(found),
     )  # fmt: skip
+
+
+def _conversation(owner: str, conversation_id: str, connection: sa.Connection) -> tuple[list[StoredItem], list[Any]]:
+    """A conversation's items, and each earlier branch's ({"branch", "set_aside_at"} and its items), in one read."""
+    stored = turn_transactions.read_items(connection, owner, conversation_id)
+    earlier = [
+        ({"branch": about["branch"], "set_aside_at": about["set_aside_at"]},
+         branches.read(connection, owner, conversation_id, about["branch"]))
+        for about in branches.listed(connection, owner, conversation_id)
+    ]  # fmt: skip
+    return stored, earlier
+
+
+def _shown(stored: list[StoredItem]) -> dict[str, list[Any]]:
+    """Items as the export shows them, with each answer's trace beside it."""
+    shown = [{**each.item, "id": each.item_id} if each.item_id else each.item for each in stored]
+    return {"items": shown, "trace_ids": [each.trace_id for each in stored]}
 
 
 def _listed(owner: str, connection: sa.Connection) -> tuple[list[Any], list[str]]:
@@ -145,7 +163,8 @@ async def delete_everything(request: Request) -> Response:
         deleted = await (await store()).run(functools.partial(_delete, owner), write=True) if enabled() else {}
     except HttpError as error:
         return route_error(error, "Nothing was deleted. Try again.", "Memory")
-    kinds = ("conversations", "items", "runs", "run_events", "memories", "approval_answers", "waiting_turns")
+    kinds: tuple[str, ...] = ("conversations", "items", "branch_items", "runs", "run_events", "memories")
+    kinds += ("approval_answers", "waiting_turns")
     counts = {name: deleted.get(name, 0) for name in kinds}
     logger.info("memory: a user deleted their data: %s", ", ".join(f"{n} {name}" for name, n in counts.items()))
     return JSONResponse({"deleted": counts, "about": TRACES if enabled() else NOTHING_KEPT + TRACES})
@@ -156,6 +175,7 @@ def _delete(owner: str, connection: sa.Connection) -> dict[str, int]:
     theirs = sa.select(runs.c.id).where(runs.c.owner == owner)
     return {
         "items": connection.execute(items.delete().where(items.c.owner == owner)).rowcount,
+        "branch_items": branches.delete(connection, owner),
         "conversations": connection.execute(conversations.delete().where(conversations.c.owner == owner)).rowcount,
         "run_events": connection.execute(run_events.delete().where(run_events.c.run_id.in_(theirs))).rowcount,
         "runs": connection.execute(runs.delete().where(runs.c.owner == owner)).rowcount,

@@ -1,31 +1,24 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """The app's own middlewares, each a pure ASGI middleware with one job (as Starlette's are), in a module of its own:
 
-- request_guard.py: RequestGuard, what the app refuses before MLflow sees a request, and the history it renders;
-- request_state.py: what one request carries from the guard to the handlers, in one object;
 - browser_guard.py: BrowserGuard, no driving the agent from other web pages or host names;
-- error_responses.py: OneErrorShape and UpstreamErrors, every error in one shape, a model's failure its status;
+- error_responses.py: OneErrorShape, every error response in one shape;
 - health.py: HealthCheck, `GET /health` says 503 while conversations cannot be stored;
-- rate_limits.py: FairShares, each identity's turns a minute and at once;
-- responses_dialect.py (with responses_shapes.py): /responses in the OpenAI Responses API's shapes;
 - head_deadline.py: uvicorn's HTTP protocol with a deadline for a request's head.
 
-This face holds what they share: the base class (acting on HTTP requests, passing anything else, such as
-lifespan, on), the body reader, and the keys they leave in a request's scope.
+Only what applies to every route is here: what only a turn needs is in turn/ (its checks, its user's fair share:
+turn/rate_limits.py). This face holds what they share: the base class (acting on HTTP requests, passing
+anything else, such as lifespan, on), and the body reader, which every route that takes a body uses.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_server import config
 from agent_server.errors import BodyTimeout, TooLarge
-
-GUARDED_PATHS = frozenset({"/invocations", "/responses"})
-STATE_KEY = "agent_server.request_state"
-RUN_ATTEMPT_KEY = "agent_server.run_attempt"  # a background run's attempt (request_state.RunAttempt)
 
 
 class HttpMiddleware:
@@ -42,21 +35,6 @@ class HttpMiddleware:
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         raise NotImplementedError
-
-
-def replaying(body: bytes, then: Receive) -> Receive:
-    """A `receive` that gives a request's body (read already), then what `then` gives: the client's hang-up."""
-    unread: bytes | None = body
-
-    async def replay() -> Message:
-        nonlocal unread
-        if unread is not None:
-            message: Message = {"type": "http.request", "body": unread, "more_body": False}
-            unread = None
-            return message
-        return await then()
-
-    return replay
 
 
 async def read_body(receive: Receive) -> bytes:

@@ -1,11 +1,8 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Error responses on their way out, in the app's one shape (errors.py): two middlewares, one mechanism.
-
-- OneErrorShape: every error response, whoever answered (MLflow's server and FastAPI answer `{"detail": ...}`).
-- UpstreamErrors: MLflow's server turns every exception in a handler into a 500; for a model failure the
-  handler recorded (errors.record), that 500 becomes the status that says why (errors.status_and_message).
-
-Both hold back the response they rewrite and send their own in its place.
+"""OneErrorShape: every error response leaves in the app's one shape (errors.py), whoever answered: the app's
+routes raise HttpErrors, which its handler answers in that shape already; FastAPI and Starlette answer their own
+(a 404 for an unknown path, a 405, a 422) with `{"detail": ...}`, which this middleware holds back and sends in the
+one shape instead.
 """
 
 from __future__ import annotations
@@ -15,8 +12,8 @@ from collections.abc import Awaitable, Callable
 
 from starlette.types import Message, Receive, Scope, Send
 
-from agent_server.errors import client_param, error_response, status_and_message
-from agent_server.middleware import HttpMiddleware, request_state
+from agent_server.errors import error_response
+from agent_server.middleware import HttpMiddleware
 
 DROPPED_HEADERS = (b"content-length", b"content-type")  # the shaped body brings its own
 
@@ -72,26 +69,3 @@ async def _send_in_shape(start: Message, body: bytes, send: Send) -> None:
     kept = [(name, value) for name, value in start.get("headers", []) if name.lower() not in DROPPED_HEADERS]
     await send({"type": "http.response.start", "status": start["status"], "headers": kept + shaped.raw_headers})
     await send({"type": "http.response.body", "body": shaped.body})
-
-
-class UpstreamErrors(HttpMiddleware):
-    """MLflow's 500 for a model failure a handler recorded becomes the status that says why."""
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = request_state.current()  # set by the request guard, for the requests the handlers answer
-        if state is None:
-            await self.app(scope, receive, send)
-            return
-        failure = state.model
-
-        async def replace(start: Message, body: bytes, send: Send) -> None:
-            assert failure.error is not None
-            status, text, param, headers = status_and_message(failure.error)
-            response = error_response(status, text, client_param(param, state.sources, failure), headers)
-            await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
-            await send({"type": "http.response.body", "body": response.body})
-
-        def failed_on_the_model(start: Message) -> bool:
-            return start["status"] == 500 and failure.error is not None
-
-        await self.app(scope, receive, _rewriting(send, failed_on_the_model, replace))

@@ -5,7 +5,8 @@ uvicorn waits for a request's head for as long as the client keeps sending it, a
 connection that sends nothing at all; each such connection holds a socket and memory. HeadTimeout is
 uvicorn's own HTTP protocol (httptools) with a deadline: from the connection's start, or from the first byte
 of each later request on it, to the end of its headers. A client that misses it gets a 408 and the connection
-is closed. start-app serves with it (HTTP_PROTOCOL); the body's deadline is the request guard's (request_guard.py).
+is closed. start-app serves with it (HTTP_PROTOCOL); the body's deadline is the body reader's
+(middleware/__init__.py's read_body).
 """
 
 from __future__ import annotations

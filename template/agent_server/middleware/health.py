@@ -1,10 +1,10 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """`GET /health` tells the truth: 503, with the reason, while the conversation store cannot take a write.
 
-MLflow's server answers `{"status": "healthy"}` whatever the app can do, so a load balancer would keep
-sending traffic to an app whose every turn answers 503. With memory on, HealthCheck first asks the store
-to take a write (memory.database.writable, at most every PROBE_EVERY_SECONDS, within PROBE_SECONDS) and
-answers 503 while it cannot; otherwise MLflow's own answer goes out.
+A plain `{"status": "healthy"}` (what MLflow's agent server answered, kept by app.py) whatever the app can do would
+keep a load balancer sending traffic to an app whose every turn answers 503. With memory on, HealthCheck first asks
+the store to take a write (memory.database.writable, at most every PROBE_EVERY_SECONDS, within PROBE_SECONDS) and
+answers 503 while it cannot; otherwise the route's answer goes out.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
                      200 {"feedback": {"tr-...": {"value", "comment"}}}: the caller's own, on the traces named
                      that are the caller's and have it (the chat page shows its thumbs again after a reload)
 
-Every answer carries its trace's id (`custom_outputs.trace_id`, handlers.py). The feedback is recorded with
+Every answer carries its trace's id (`custom_outputs.trace_id`, turn/serve.py). The feedback is recorded with
 `mlflow.log_feedback` as a `user_feedback` assessment whose source is HUMAN with the caller's identity (the
 one conversation memory reads: identity.owner_of), the same name and source the Databricks chat UI uses, so
 `mlflow.search_traces` and `uv run evaluate --from-feedback` read both alike. One per user per trace: a

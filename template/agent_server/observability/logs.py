@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_server import config
+from agent_server.errors import HttpError
 
 if TYPE_CHECKING:  # start-app reads this module before the SDK is imported
     from agents import ToolErrorFormatterArgs
@@ -43,13 +44,13 @@ class JsonLines(logging.Formatter):
 
 
 class ExpectedFailures(logging.Filter):
-    """A record of an exception the app answers on purpose (one with its `http_status`, such as a turn that could
-    not be stored: 503) keeps its message and reason, and loses its traceback: one line, not thirty."""
+    """A record of an exception the app answers on purpose (an HttpError, such as a turn that could not be stored:
+    503) keeps its message and reason, and loses its traceback: one line, not thirty."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(getattr(error, "http_status", None), int):
-            record.msg, record.args = f"{record.getMessage()}: {error} ({error.http_status})", None  # type: ignore[union-attr]
+        if isinstance(error, HttpError):
+            record.msg, record.args = f"{record.getMessage()}: {error} ({error.status})", None
             record.exc_info, record.exc_text = None, None
         return True
 

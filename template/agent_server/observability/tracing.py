@@ -7,7 +7,7 @@
 | Databricks Apps | databricks (set in app.yaml) | the experiment in MLFLOW_EXPERIMENT_ID (the bundle's experiment) |
 | anywhere | http(s)://your-mlflow-server | that server |
 
-Each request is one trace: MLflow's agent server opens the root span and `mlflow.openai.autolog()`
+Each request is one trace: the turn opens the root span (turn/serve.py) and `mlflow.openai.autolog()`
 adds the agent run, model calls and tool calls under it. Export is asynchronous and bounded: a
 finished trace is queued (MLflow drops it when the queue is full) and sent by background threads
 with few retries and a short timeout, so a tracing back end that is down or slow never fails or
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -214,19 +215,35 @@ def preview(serialised: str, max_chars: int) -> str | dict[str, Any]:
 
 
 def bounded_payloads(max_chars: int) -> Any:
-    """An MLflow span processor that keeps each span's inputs, outputs and other attributes to previews.
+    """An MLflow span processor that keeps each span's inputs, outputs and other attributes to previews, and its
+    events' too (MLflow's autolog keeps a streamed model answer's chunks as events: `mlflow.chunk.value`).
 
     It reads the attributes as MLflow stored them (JSON text on the OpenTelemetry span), so a large
     payload is measured and cut without being parsed and serialised again on the event loop.
     """
 
     def preview_large_payloads(span: Any) -> None:
-        stored = getattr(getattr(span, "_span", None), "attributes", None) or {}
+        inner = getattr(span, "_span", None)
+        stored = getattr(inner, "attributes", None) or {}
         for key, value in list(stored.items()):
             if isinstance(value, str) and len(value) > max_chars:
                 span.set_attribute(key, preview(value, max_chars))
+        events = getattr(inner, "_events", None)
+        if inner is not None and events is not None and any(_is_large(event.attributes, max_chars) for event in events):
+            inner._events = [_previewed(event, max_chars) for event in events]  # what `span.events` reads
 
     return preview_large_payloads
+
+
+def _is_large(attributes: Any, max_chars: int) -> bool:
+    return any(isinstance(value, str) and len(value) > max_chars for value in (attributes or {}).values())
+
+
+def _previewed(event: Any, max_chars: int) -> Any:
+    from opentelemetry.sdk.trace import Event
+
+    cut = {k: json.dumps(preview(v, max_chars)) for k, v in event.attributes.items() if _is_large({k: v}, max_chars)}
+    return Event(event.name, {**event.attributes, **cut}, event.timestamp) if cut else event
 
 
 def make_private(store: Path) -> None:

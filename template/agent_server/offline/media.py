@@ -2,8 +2,10 @@
 """Images and files in a request: checked as the real API checks inline data, and named in the reply.
 
 The schema check (validation.py) knows only that `image_url` and `file_data` are strings. The real API also
-refuses an inline image that is not a base64 data: URL of an image type, and inline file data that is not base64,
-with a 400 that names the part. The reply says what it saw ("I saw 1 image (png) and 1 file (report.pdf)"), so a
+refuses an inline image that is not a base64 data: URL of an image type, or whose bytes are not an image it can
+decode (`data:image/png;base64,AAAA`), and inline file data that is not base64, with a 400 that names the part.
+Here an image decodes if its bytes begin as a PNG, JPEG, GIF or WebP does, with a header that gives its size.
+The reply says what it saw ("I saw 1 image (png) and 1 file (report.pdf)"), so a
 test sees that every attachment reached the model, in either API's shape.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import binascii
 import re
+import struct
 from typing import Any
 
 from agent_server.offline.validation import ApiError
@@ -18,6 +21,8 @@ from agent_server.offline.validation import ApiError
 IMAGE_DATA_URL = re.compile(r"data:image/(png|jpeg|webp|gif);base64,", re.IGNORECASE)
 DATA_URL = re.compile(r"data:[^;,]+(?:;[^;,]*)*;base64,", re.IGNORECASE)
 EXAMPLE = "'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='"
+SUPPORTED = "['image/jpeg', 'image/png', 'image/gif', 'image/webp']"
+JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # the start-of-frame markers, which give the size
 
 
 def check_media(api: str, body: dict[str, Any]) -> None:
@@ -60,7 +65,37 @@ def _check_image(url: str, param: str) -> None:
             param,
             code="invalid_image_format",
         )
-    _check_base64(url[match.end() :], param)
+    if not is_image(_check_base64(url[match.end() :], param)):
+        raise ApiError(
+            f"Invalid '{param}'. The image data you provided does not represent a valid image. Please check your "
+            f"input and try again with one of the supported image formats: {SUPPORTED}.",
+            param,
+            code="invalid_image",
+        )
+
+
+def is_image(data: bytes) -> bool:
+    """Whether `data` begins as a PNG, JPEG, GIF or WebP image does, with a size that is not 0."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return len(data) >= 24 and data[12:16] == b"IHDR" and 0 not in struct.unpack(">II", data[16:24])
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return len(data) >= 10 and 0 not in struct.unpack("<HH", data[6:10])
+    if data.startswith(b"RIFF"):
+        return len(data) >= 30 and data[8:12] == b"WEBP" and data[12:15] == b"VP8"
+    if data.startswith(b"\xff\xd8"):
+        return _jpeg_has_frame(data)
+    return False
+
+
+def _jpeg_has_frame(data: bytes) -> bool:
+    """A JPEG's segments, walked to its frame header (a start-of-frame marker with a height and width)."""
+    at = 2
+    while at + 4 <= len(data) and data[at] == 0xFF:
+        marker, length = data[at + 1], struct.unpack(">H", data[at + 2 : at + 4])[0]
+        if marker in JPEG_FRAMES:
+            return at + 9 <= len(data) and 0 not in struct.unpack(">HH", data[at + 5 : at + 9])
+        at += 2 + length
+    return False
 
 
 def _check_file(data: str, param: str) -> None:
@@ -68,9 +103,9 @@ def _check_file(data: str, param: str) -> None:
     _check_base64(data[match.end() :] if match else data, param)
 
 
-def _check_base64(data: str, param: str) -> None:
+def _check_base64(data: str, param: str) -> bytes:
     try:
-        binascii.a2b_base64(data, strict_mode=True)
+        return binascii.a2b_base64(data, strict_mode=True)
     except (binascii.Error, ValueError):
         raise ApiError(f"Invalid '{param}'. Expected base64-encoded data.", param, code="invalid_base64") from None
 

@@ -2,9 +2,9 @@
 """Agent runs that outlive their request: background mode, resumable streams, idempotent retries, recovery.
 
 The face the rest of the app uses. The package, one job a module:
-- requests.py: BackgroundRuns, the middleware that makes a request a run (`background`, `Idempotency-Key`);
+- requests.py: the requests that become runs (`background`, `Idempotency-Key`), handed over by routes.py;
 - routes.py: GET /responses/{id} (and its stream from a cursor), POST /responses/{id}/cancel;
-- execute.py: a run's attempt, served through the app as a streaming request on a task of its own;
+- execute.py: a run's attempt: its turn (turn/), served on a task of its own;
 - live.py: a running run's numbered events, in memory for its followers and written to the database in batches;
 - events.py: the stream's first and last events and the response object, in the Responses API's names;
 - recovery.py: heartbeats, claiming a dead process's runs, shutdown's hand-over, retention;
@@ -14,6 +14,5 @@ The face the rest of the app uses. The package, one job a module:
 from __future__ import annotations
 
 from agent_server.runs.recovery import close_runs, open_runs
-from agent_server.runs.requests import BackgroundRuns
 
-__all__ = ["BackgroundRuns", "close_runs", "open_runs"]
+__all__ = ["close_runs", "open_runs"]

@@ -2,7 +2,7 @@
 """A run's stream: the app's streaming events, each numbered, between the Responses API's own first and last.
 
     response.created      {"response": {"id": "resp_...", "status": "in_progress", ...}}   sequence_number 0
-    ...                   the events `"stream": true` sends (MLflow's), each with its sequence_number
+    ...                   the turn's events (turn/serve.py; on /responses shaped), each with its sequence_number
     response.completed    (or response.failed, response.incomplete, response.cancelled) with the whole response
 
 then `data: [DONE]`. Each event is stored as the JSON it was sent as, so a replay is byte for byte the stream.
@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from agent_server.middleware.responses_shapes import response_fields, withheld
 from agent_server.runs.store import Run
+from agent_server.turn.responses_shapes import response_fields, withheld
 
 TERMINAL_EVENTS = {
     "completed": "response.completed",

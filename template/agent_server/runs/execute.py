@@ -1,7 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Running a run: the request goes through the app as a streaming request of its own, on a task of its own,
-so it is served exactly as `"stream": true` serves it (the request guard, memory, MCP, the handlers) but no
-client's connection holds it. Each event it streams becomes one of the run's (live.py).
+"""Running a run: its turn, served on a task of its own by the same functions that serve `"stream": true` (turn/:
+its share, its place, prepare, the events), but no client's connection holds it. Each event of the turn becomes
+one of the run's (live.py), on /responses in the API's shapes.
 
 A run that a process died in is resumed (recovery.py): the request again, with the items the run had finished
 (its tool calls and their outputs among them) added to its input, so the model goes on from there and no tool
@@ -19,44 +19,29 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Scope
-
 from agent_server import config, memory
-from agent_server.errors import client_param, error_body, status_and_message
+from agent_server.errors import HttpError, error_body, error_of, failure_answer
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
 from agent_server.memory import HOLDER, Unavailable
-from agent_server.middleware import RUN_ATTEMPT_KEY, STATE_KEY, replaying
-from agent_server.middleware.request_state import RunAttempt
-from agent_server.middleware.responses_dialect import PATH as RESPONSES_PATH
-from agent_server.middleware.responses_shapes import OUTPUT_INDEX_KEY, interrupted_calls, items_announced, unfinished
 from agent_server.runs import events, store
-from agent_server.runs.live import LiveRun, StreamTooLong, error_event, parsed
+from agent_server.runs.live import LiveRun, StreamTooLong, error_event
 from agent_server.runs.store import Run
+from agent_server.scheduling import turn_starts
+from agent_server.turn import events as serve_events
+from agent_server.turn import prepare, rate_limits
+from agent_server.turn.responses_api import shaper
+from agent_server.turn.responses_shapes import interrupted_calls, items_announced, unfinished
+from agent_server.turn_context import INVOCATIONS, RESPONSES, RunAttempt, TurnContext
 
 logger = logging.getLogger("agent_server.runs")
 
 MAX_ATTEMPTS = 3
-NOT_PASSED_ON = ("content-length", "idempotency-key")  # an attempt's body is its own; its key is the run's
 # The path the run's client posted to, kept in its body: each attempt goes there, so a run answers in the dialect of
-# its path (responses_dialect.py). A run kept before there was one ran on /invocations' format.
+# its path (turn/responses_api.py). A run kept before there was one ran on /invocations' format.
 PATH_KEY = "agent_server.path"
 RUNNING: dict[str, LiveRun] = {}  # this process's runs, by id
 SERVER_STOPPED = "The server stopped while this run ran"
 ANSWERS = ("message", "mcp_approval_request")  # what a turn ends on: stored only when its turn is (_turn_stored)
-
-_app: ASGIApp | None = None  # the app below the runs' middleware, which runs each attempt
-_scope: dict[str, Any] = {}  # what a synthetic request's scope needs of the app's (its app, its state)
-
-
-def serve_with(app: ASGIApp) -> None:
-    global _app
-    _app = app
-
-
-def remember_scope(scope: Scope) -> None:
-    """The app's own scope keys, for the requests of runs resumed when no request is there to copy."""
-    if not _scope:
-        _scope.update({key: scope[key] for key in ("app", "state", "root_path") if key in scope})
 
 
 def start(run: Run, headers: Mapping[str, str], earlier: list[str]) -> LiveRun:
@@ -69,7 +54,7 @@ def start(run: Run, headers: Mapping[str, str], earlier: list[str]) -> LiveRun:
 
 def attempt_body(run: Run, finished: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
     """The request as this attempt sends it: the run's own, streamed, with what earlier attempts finished; and the
-    index in its `input` where those finished items start (request_state.RunAttempt.continues_from)."""
+    index in its `input` where those finished items start (turn_context.RunAttempt.continues_from)."""
     body = dict(run.body)
     body.pop(PATH_KEY, None)
     sent = body.get("input")
@@ -110,7 +95,7 @@ def stopped_calls(live: LiveRun, path: str) -> list[dict[str, Any]]:
     """The end of each call a cancelled run left running, as its stream's own events (tool progress had announced
     it): the call and its output saying it was interrupted, as the turn keeps them; on /responses its `mcp_call`."""
     ended = interrupted(unanswered_calls(live))
-    if path == RESPONSES_PATH:
+    if path == RESPONSES:
         return interrupted_calls(live.events, ended)
     return [{"type": "response.output_item.done", "item": item} for item in ended]
 
@@ -134,71 +119,38 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
     finished = [*live.output(), *unanswered_calls(live)]
     body, continues_from = attempt_body(run, finished)
     first_event, first_call = len(live.events), len(run.started_calls)  # what this attempt adds comes after these
-    path = str(run.body.get(PATH_KEY, "/invocations"))
+    path = str(run.body.get(PATH_KEY, INVOCATIONS))
 
-    def stopped() -> list[dict[str, Any]] | None:  # the request guard's, if the client cancels the run
+    def stopped() -> list[dict[str, Any]] | None:  # the turn's end keeps it, if the client cancels the run
         return stopped_output(live, first_event, first_call) if live.cancel_requested else None
 
-    attempt = RunAttempt(live.tool_call_started, continues_from if finished else None, stopped, body)
-    scope: dict[str, Any] = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-        "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-        OUTPUT_INDEX_KEY: items_announced(live.events),
-        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0), **_scope, RUN_ATTEMPT_KEY: attempt,
-        "headers": [
-            *[(k.encode(), v.encode()) for k, v in headers.items() if k.lower() not in NOT_PASSED_ON],
-            (b"content-length", b"0"), (b"x-mlflow-return-trace-id", b"true"),  # its body: in the attempt, parsed
-        ],
-    }  # fmt: skip
-    refusal: list[Any] = []  # (status, headers) and the body of an answer that is not a stream
-    reader, saw_done = events.SseReader(), False
-    never = asyncio.Event()
-
-    async def never_hangs_up() -> Message:  # a run has no client to hang up: cancelling its task stops it
-        await never.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: Message) -> None:
-        nonlocal saw_done
-        if message["type"] == "http.response.start":
-            if message["status"] != 200:
-                refusal.extend([message["status"], message.get("headers", []), b""])
-            elif not live.started.done():
-                live.started.set_result(None)
-                run.status = "in_progress"
-                if not live.events:  # a resumed run has its first event already
-                    await live.push(events.created(run))
-                    await live.push({**events.created(run), "type": "response.in_progress"})
-                    await live.flush()  # stored as its first is: a stream resumed after a crash starts as any does
-                for event in unfinished(live.events):  # a resumed run's: the message its stop cut off ends
-                    await live.push(event)
-            return
-        chunk = message.get("body", b"")
-        if refusal:
-            refusal[2] += chunk
-            return
-        for data in reader.feed(chunk):
-            saw_done = await _took(live, scope, data) or saw_done
-
+    attempt = RunAttempt(
+        live.tool_call_started, continues_from if finished else None, stopped, items_announced(live.events)
+    )
     try:
-        await _app(scope, replaying(b"", never_hangs_up), send)  # type: ignore[misc]
-        if refusal:
-            status, body = refusal[0], parsed(refusal[2].decode(errors="replace")) or {}
-            if not live.started.done():  # the first attempt: the client gets this answer, and no run is kept
-                live.started.set_result((status, refusal[1], refusal[2]))
-                await _forget(live)
-                return
-            run.error = {"status": status, "body": body if "error" in body else error_body(status, str(body))}
-        elif run.error is None and not saw_done:
-            run.error = {"status": 502, "body": error_body(502, "The run's stream ended before its answer did.")}
+        async with rate_limits.turn_share(headers):
+            place = await turn_starts.take_place()  # the streams running go first (turn_starts.py)
+            try:
+                context = await prepare(path, headers, body, attempt)
+                context.return_trace_id = True  # the run's response names its trace
+                await _begun(live)
+                await _served(live, context)
+            finally:
+                place.give_back()
         run.status = "failed" if run.error else "completed"
+    except HttpError as error:
+        if not live.started.done():  # refused before it ran: the request that made it gets this answer, no run kept
+            live.started.set_result(error)
+            await _forget(live)
+            return
+        run.status, run.error = "failed", _error(*error_of(error))
     except StreamTooLong as error:
-        run.status, run.error = "failed", {"status": 413, "body": error_body(413, str(error))}
+        run.status, run.error = "failed", _error(413, error_body(413, str(error)))
     except asyncio.CancelledError:
         if live.handing_over:
             await _hand_over(live)
             raise
-        run.status = "cancelled"  # the request guard kept what it had produced as its turn (RunAttempt)
+        run.status = "cancelled"  # the turn's end kept what it had produced as its turn (turn_context.RunAttempt)
         with contextlib.suppress(StreamTooLong):  # past the limit: the last event still names each call stopped
             for event in stopped_calls(live, path):
                 await live.push(event)
@@ -206,8 +158,47 @@ async def _attempt(live: LiveRun, headers: dict[str, str]) -> None:
         return
     except Exception as error:  # a bug in the app: the run fails, saying so, rather than staying in progress
         logger.exception("runs: run %s failed", run.id)
-        run.status, run.error = "failed", {"status": 500, "body": error_body(500, f"The run failed: {error}")}
+        run.status, run.error = "failed", _error(500, error_body(500, f"The run failed: {error}"))
     await end(live)
+
+
+async def _begun(live: LiveRun) -> None:
+    """The run is under way: its first events (a resumed run has them already), and the end of the message its
+    stop cut off."""
+    run = live.run
+    if not live.started.done():
+        live.started.set_result(None)
+    run.status = "in_progress"
+    if not live.events:
+        await live.push(events.created(run))
+        await live.push({**events.created(run), "type": "response.in_progress"})
+        await live.flush()  # stored as its first is: a stream resumed after a crash starts as any does
+    for event in unfinished(live.events):
+        await live.push(event)
+
+
+async def _served(live: LiveRun, context: TurnContext) -> None:
+    """The turn's events, each one of the run's (on /responses in the API's shapes); a failure is the run's error."""
+    shapes = shaper(context) if context.path == RESPONSES else None
+    try:
+        async for event in serve_events(context):
+            for out in shapes.take(event) if shapes is not None else (event,):
+                await live.push(out)
+    except (StreamTooLong, asyncio.CancelledError):
+        raise
+    except Exception as error:
+        status, body, _headers = failure_answer(error, context.sources, context.model)
+        if status == 500:
+            logger.exception("runs: the turn of run %s failed", live.run.id)
+        live.run.error = _error(status, body)
+        await live.push(error_event(status, body))
+    for out in shapes.finish() if shapes is not None else ():
+        await live.push(out)
+    live.run.trace_id = context.trace_id or live.run.trace_id
+
+
+def _error(status: int, body: dict[str, Any]) -> dict[str, Any]:
+    return {"status": status, "body": body}
 
 
 async def _turn_stored(run: Run, finished: list[dict[str, Any]]) -> bool:
@@ -221,34 +212,6 @@ async def _turn_stored(run: Run, finished: list[dict[str, Any]]) -> bool:
         return await memory.holds_all(run.owner, run.conversation_id, ids)
     except Unavailable:  # the attempt's turn finds the database down too, and says so
         return False
-
-
-async def _took(live: LiveRun, scope: Scope, data: str) -> bool:
-    """One event of the attempt's stream; True for the stream's own end (`[DONE]`)."""
-    if data == "[DONE]":
-        return True
-    event = parsed(data)
-    if not isinstance(event, dict):
-        return False
-    if set(event) == {"trace_id"}:  # MLflow's last event, for x-mlflow-return-trace-id
-        live.run.trace_id = str(event["trace_id"])
-        return False
-    if "error" in event and "type" not in event:  # MLflow's event for a failure in the handler
-        status, body = _failure(scope, event["error"])
-        live.run.error = {"status": status, "body": body}
-        await live.push(error_event(status, body))
-        return False
-    await live.push(event, data)
-    return False
-
-
-def _failure(scope: Scope, message: Any) -> tuple[int, dict[str, Any]]:
-    """The status and body the synchronous path would have answered for the failure the handler recorded."""
-    state = scope.get(STATE_KEY)
-    if state is None or state.model.error is None:
-        return 500, error_body(500, str(message))
-    status, text, param, _headers = status_and_message(state.model.error)
-    return status, error_body(status, text, client_param(param, state.sources, state.model))
 
 
 async def end(live: LiveRun, output: list[dict[str, Any]] | None = None) -> None:

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agent_server import config, memory
+from agent_server.errors import HttpError
 from agent_server.memory import Unavailable
 from agent_server.runs import events, store
 from agent_server.runs.store import Run
@@ -42,7 +43,7 @@ class LiveRun:
         self.stored = len(earlier)  # how many of them are in the database: all that followers are sent
         self.followers = 0  # clients that follow the run in this process
         self.task: asyncio.Task[None] | None = None
-        self.started: asyncio.Future[tuple[int, list[Any], bytes] | None] = asyncio.get_running_loop().create_future()
+        self.started: asyncio.Future[HttpError | None] = asyncio.get_running_loop().create_future()
         self.ended = asyncio.Event()
         self.cancel_requested = False  # the client's cancel: the partial turn is kept
         self.handing_over = False  # the app is stopping: another process resumes the run

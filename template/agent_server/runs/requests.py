@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""BackgroundRuns: the requests that become runs, before the request guard sees them.
+"""The requests that become runs, which routes.py hands here once their body is parsed.
 
 A POST to /invocations or /responses becomes a run (execute.py) when its body says `"background": true`, or
 when it carries an `Idempotency-Key` header and conversation memory is on. Then:
@@ -30,52 +30,35 @@ from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_server import identity, memory
-from agent_server.errors import BadRequest, Conflict, HttpError, route_error
+from agent_server.errors import BadRequest, Conflict, HttpError
 from agent_server.memory import HOLDER
-from agent_server.middleware import GUARDED_PATHS, HttpMiddleware, read_body, replaying
-from agent_server.middleware.request_guard import checked_body, parsed_body
 from agent_server.runs import events, execute, store
 from agent_server.runs.live import LiveRun, follow_stored
 from agent_server.runs.recovery import run_hold_seconds
 from agent_server.runs.store import FINAL, Run
+from agent_server.turn.checks import checked_body
 
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII, no spaces: what a client's request id is
 RUN_FIELDS = ("background", "stream")  # how the client wants the answer, not what the run runs
 
 
-class BackgroundRuns(HttpMiddleware):
-    def __init__(self, app: ASGIApp) -> None:
-        super().__init__(app)
-        execute.serve_with(app)
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "POST" or scope["path"] not in GUARDED_PATHS:
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        key = headers.get("idempotency-key")
-        try:
-            raw = await read_body(receive)
-            body = _run_request(raw, key)
-            if body is None:  # not a run: the request as it came
-                await self.app(scope, replaying(raw, receive), send)
-                return
-            execute.remember_scope(scope)
-            answer = await _run(headers, body, key, raw, scope["path"])
-        except HttpError as error:
-            answer = route_error(error, "Nothing was run; try again.")
-        await answer(scope, replaying(b"", receive), send)
+async def started_run(path: str, headers: Headers, body: Any) -> Response | None:
+    """The answer of a request that becomes a run (its body parsed once, routes.py), or None for any other (a turn
+    of its own). What it refuses is raised, for the app's handler to answer: nothing is run or kept."""
+    key = headers.get("idempotency-key")
+    try:
+        run_body = _run_request(body, key)
+        return None if run_body is None else await _run(headers, run_body, key, path)
+    except HttpError as error:
+        error.then = "Nothing was run; try again."
+        raise
 
 
-def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
-    """The body of a request that becomes a run; None for any other (the request guard checks those)."""
-    if key is None and b'"background"' not in raw:
-        return None
-    body = parsed_body(raw)  # once: a run's attempts bring it parsed (request_state.RunAttempt.body)
-    if not isinstance(body, dict):
+def _run_request(body: Any, key: str | None) -> dict[str, Any] | None:
+    """The body of a request that becomes a run; None for any other (turn/checks.py checks those)."""
+    if not isinstance(body, dict) or (key is None and "background" not in body):
         return None
     background = body.get("background", False)
     for field in RUN_FIELDS:
@@ -94,14 +77,14 @@ def _run_request(raw: bytes, key: str | None) -> dict[str, Any] | None:
     return body if background or key is not None else None
 
 
-async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: bytes, path: str) -> Response:
+async def _run(headers: Headers, body: dict[str, Any], key: str | None, path: str) -> Response:
     owner = identity.owner_of(headers)
     if memory.has_references(body.get("input")):  # the run keeps the items they name, and runs in their conversation
         body = await memory.resolved_references(headers, body)
     conversation_id = memory.conversation_id_of(body)
     answer_as = {field: body.pop(field, False) for field in RUN_FIELDS}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-    sent = checked_body(raw, body)[1] if conversation_id is None else None
+    sent = checked_body(body)[1] if conversation_id is None else None
     if conversation_id is None and sent is not None and memory.keeps_own_history(body, sent):
         # A client that keeps its own history: the run keeps its request and its events, no conversation (n runs
         # of a growing history would store it n times). Its answer names none.
@@ -119,16 +102,12 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, raw: byt
     if found.id != new.id:  # the key's run
         if found.body_hash != digest:
             message = f"The Idempotency-Key {key!r} was used for another request; use a new key for this one."
-            return route_error(Conflict(message))
+            raise Conflict(message)
         return await _answer(found, answer_as)
     live = execute.start(new, dict(headers.items()), [])
     refused = await live.started
     if refused is not None:  # refused before it ran: answered as the request would be without a run
-        status, raw_headers, content = refused
-        kept = [(n, v) for n, v in raw_headers if n.lower() != b"content-length"]
-        answer = Response(content, status_code=status)
-        answer.raw_headers = [*kept, (b"content-length", str(len(content)).encode())]
-        return answer
+        raise refused
     return await _answer(new, answer_as, live)
 
 

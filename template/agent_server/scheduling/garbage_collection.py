@@ -12,7 +12,7 @@ dozen turns open: what requests leave in cycles goes as soon as CPython would fr
 pauses the loop for more than LONG_PAUSE_SECONDS, the next waits for the clock: at most one every
 FULL_COLLECTION_SECONDS, so a pause of that length holds up a few deltas in a thousand, and meanwhile what is
 left in cycles waits for it (some 24 objects a request: the stream handler breaks the cycle that would keep a
-streamed run's whole result, handlers.py). A short one hands the oldest generation back to CPython's rule.
+streamed run's whole result, turn/serve.py). A short one hands the oldest generation back to CPython's rule.
 """
 
 from __future__ import annotations

@@ -21,13 +21,16 @@ import functools
 import logging
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_server import config, memory
+from agent_server.errors import HttpError
 from agent_server.history import approvals
 from agent_server.memory import approval_store, database
 from agent_server.memory.store import Unavailable
-from agent_server.middleware import request_state
+
+if TYPE_CHECKING:
+    from agent_server.turn_context import TurnContext
 
 logger = logging.getLogger(__name__)
 
@@ -35,31 +38,26 @@ KEPT = 100_000  # answers, with memory off
 _answers: OrderedDict[tuple[str, str], tuple[float, bool]] = OrderedDict()  # (owner, id) -> (when, approved)
 
 
-class AnswersUnavailable(RuntimeError):
-    """The store that keeps the answers failed: no approved call runs on a guess (a 503)."""
-
-    http_status = 503
+class AnswersUnavailable(HttpError, status=503):
+    """The store that keeps the answers failed: no approved call runs on a guess."""
 
 
-async def settle(history: list[dict[str, Any]]) -> None:
+async def settle(history: list[dict[str, Any]], context: TurnContext) -> None:
     """Keep the answers in `history` (the handler's, in which only the approvals this app signed are APPROVED)
     that are the first to their request, and turn every other into the first one, in place: in what the model
     sees, and in what the memory turn stores."""
     given = approvals.answers(history)
     if not given:
         return
-    state = request_state.current()
-    owner = (state.owner if state is not None else None) or ""
+    owner = context.owner or ""
     try:
         first = await (_kept(owner, given) if memory.enabled() else _kept_here(owner, given))
     except Unavailable as error:
-        failure = AnswersUnavailable(f"Conversation memory is unavailable: {error}. Nothing was run; try again.")
-        request_state.record_failure(failure)
-        raise failure from None
+        raise AnswersUnavailable(f"Conversation memory is unavailable: {error}. Nothing was run; try again.") from None
     for approval_id in approvals.keep_first(history, first):
         logger.info("approval %s was answered otherwise first: that answer stands", approval_id)
-    if state is not None and state.turn is not None:  # what the turn stores says so too
-        approvals.keep_first((entry.item for entry in state.turn.merged.new), first)
+    if context.turn is not None:  # what the turn stores says so too
+        approvals.keep_first((entry.item for entry in context.turn.merged.new), first)
 
 
 async def _kept(owner: str, given: dict[str, bool]) -> dict[str, bool]:

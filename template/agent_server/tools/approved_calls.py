@@ -30,11 +30,11 @@ from agents.mcp import MCPServer
 from agents.tool_context import ToolContext
 
 from agent_server.history import approvals
-from agent_server.middleware import request_state
 from agent_server.observability.logs import tool_failure
 from agent_server.tools import approval_answers
 from agent_server.tools.mcp_connections import run_tool
 from agent_server.tools.progress import approved_started
+from agent_server.turn_context import TurnContext
 
 logger = logging.getLogger(__name__)
 
@@ -46,27 +46,20 @@ _running: dict[tuple[str, str], asyncio.Future[str]] = {}
 _kept_chars = 0
 
 
-async def run_approved(
-    history: list[dict[str, Any]], servers: list[MCPServer], owners_agent: Agent | None = None
-) -> list[dict[str, Any]]:
-    """Run the calls the user approved at the end of `history`, putting each output in its place; returns those
-    outputs as output items, for the client to keep with its approval."""
-    return [item async for item in each_run(history, servers, owners_agent) if item["type"] == "function_call_output"]
-
-
 async def each_run(
-    history: list[dict[str, Any]], servers: list[MCPServer], owners_agent: Agent | None = None
+    history: list[dict[str, Any]], servers: list[MCPServer], context: TurnContext, owners_agent: Agent | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """Run the calls the user approved at the end of `history`, each output put in its place. Yields each call as it
     starts (tools/progress.py), once its approval passed every check, and not if it ran already (its output comes at
     once), then its output item. A call goes to the owner's agent's own function tool of that name if it has one
     that asks first, else to the MCP servers."""
     local = approving_tools(owners_agent)
-    await approval_answers.settle(history)  # the first answer to each request stands: a denied call never runs
+    await approval_answers.settle(history, context)  # the first answer to each request stands: a denied call never runs
+    owner = context.turn.owner if context.turn is not None else ""
     for call in approvals.to_run(history):
-        if not ran_already(call):
+        if not ran_already(call, owner):
             yield approved_started(call)
-        output = await run_once(call, servers, local)
+        output = await run_once(call, owner, servers, local)
         for item in history:
             if item.get("type") == "function_call_output" and item["call_id"] == call["call_id"]:
                 item["output"] = output
@@ -89,7 +82,7 @@ async def run_local(tool: FunctionTool, call: dict[str, Any]) -> str:
         tool_name=tool.name,
         tool_call_id=call["call_id"],
         tool_arguments=call["arguments"],
-        run_config=_LOGS_FAILURES,  # a tool that raises is logged with why, as in a run (handlers.py)
+        run_config=_LOGS_FAILURES,  # a tool that raises is logged with why, as in a run (turn/serve.py)
     )
     try:
         return str(await tool.on_invoke_tool(context, call["arguments"] or "{}"))
@@ -97,22 +90,23 @@ async def run_local(tool: FunctionTool, call: dict[str, Any]) -> str:
         return f"Error: the tool {tool.name} failed: {error}"
 
 
-def _approval(call: dict[str, Any]) -> tuple[str, str]:
+def _approval(call: dict[str, Any], owner: str) -> tuple[str, str]:
     """The key an approved call's output is kept by: its approval's id and the caller; outputs too old forgotten."""
-    state = request_state.current()
     now = time.monotonic()
     while _outputs and now - next(iter(_outputs.values()))[0] > RETRY_SECONDS:
         forget_oldest()
-    return call["call_id"], state.turn.owner if state is not None and state.turn is not None else ""
+    return call["call_id"], owner
 
 
-def ran_already(call: dict[str, Any]) -> bool:
+def ran_already(call: dict[str, Any], owner: str) -> bool:
     """Did this approval's call run here already (a retry's: its output is given again, and nothing runs)?"""
-    return _approval(call) in _outputs
+    return _approval(call, owner) in _outputs
 
 
-async def run_once(call: dict[str, Any], servers: list[MCPServer], local: dict[str, FunctionTool] | None = None) -> str:
-    approval = _approval(call)
+async def run_once(
+    call: dict[str, Any], owner: str, servers: list[MCPServer], local: dict[str, FunctionTool] | None = None
+) -> str:
+    approval = _approval(call, owner)
     if approval in _outputs:
         logger.info("approved call %s ran already: its output again, not a second run", approval[0])
         return _outputs[approval][1]

@@ -1,6 +1,9 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Tool progress: a tool call is streamed when it starts, as a `response.output_item.added` of its `function_call`
-with status `in_progress` (handlers.py), and again when it ends, as today, with its output (`output_item.done`).
+with status `in_progress` (turn/serve.py), and again when it ends, as today, with its output (`output_item.done`).
+
+The started item also says when the call started, `started_at` (Unix seconds, as the API's `created_at` are): a page
+that reloads mid-call and replays the run's stream counts the call's seconds from then, not from its reload.
 
 Only the done items are the answer: what is stored and replayed is the same with progress as without. The started
 item's id may differ from the finished call's (that one names its output: output_items.py); its `call_id` is the same.
@@ -17,6 +20,7 @@ passed every check: a call denied, not verified, expired or replayed is never an
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from agents import Agent
@@ -30,13 +34,13 @@ def started_item(call: ToolCallItem, agent: Agent) -> dict[str, Any] | None:
     item = to_output_item(call.raw_item)
     if item is None or item["type"] != "function_call" or asks_first(call, str(item.get("name")), agent):
         return None
-    return {**item, "status": "in_progress"}
+    return {**item, "status": "in_progress", "started_at": round(time.time(), 3)}
 
 
 def approved_started(call: dict[str, Any]) -> dict[str, Any]:
     """A call the user approved (the history's `function_call`, its `call_id` the approval's id), as it starts."""
     item = to_output_item({key: call.get(key) for key in ("type", "id", "call_id", "name", "arguments")})
-    return {**(item or call), "status": "in_progress"}
+    return {**(item or call), "status": "in_progress", "started_at": round(time.time(), 3)}
 
 
 def asks_first(call: ToolCallItem, name: str, agent: Agent) -> bool:

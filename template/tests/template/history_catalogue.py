@@ -59,7 +59,7 @@ class MergeCase:
     note: str
     stored: list[dict[str, Any]]  # the conversation's stored items (as the render stores them)
     sent: list[dict[str, Any]]  # the request's `input`, with the conversation's id in `context.conversation_id`
-    kind: str  # memory_merge.merge's answer: new conversation, extends, new turn or diverged
+    kind: str  # merge.merge's answer: replaced, new conversation, extends, window, new turn or diverged
 
 
 CATALOGUE = yaml.safe_load(Path(__file__).with_name("history_catalogue.yaml").read_text(encoding="utf-8"))

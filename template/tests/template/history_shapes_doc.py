@@ -102,21 +102,32 @@ then merges the two by one rule, in this order:
 
 0. **replaced**: the request says that what it sent is the whole conversation
    (`custom_inputs.replace_history: true`, as the chat page's Edit and Regenerate do); the model
-   sees what was sent, and it replaces the stored conversation. Without the flag, an edited first
+   sees what was sent, and it becomes the conversation. Without the flag, an edited first
    message (which holds no item of the model's) would be taken for a new turn.
 1. **new conversation**: nothing is stored; the model sees what was sent.
 2. **extends**: what was sent starts with the stored conversation (items compared as rendered, tool
    arguments as canonical JSON); the model sees the stored items and the rest of what was sent.
-3. **new turn**: what was sent holds only items a client makes (user, system and developer
+3. **window**: what was sent starts with the stored conversation's last items, one of them the model's (a
+   client that trims its history to a sliding window, or refers to the last answer by id); the model sees
+   what was sent, and its new items follow all the stored ones.
+4. **new turn**: what was sent holds only items a client makes (user, system and developer
    messages, tool outputs, approval answers); the model sees the stored items, then those.
-4. **diverged**: anything else: what was sent holds the model's own items but does not continue the
-   stored conversation (an edited or regenerated turn). The model sees what was sent, and it
-   replaces the stored conversation.
+5. **diverged**: anything else: what was sent holds the model's own items but does not continue the
+   stored conversation (an edited or regenerated turn, a history that goes on from an earlier answer). The
+   model sees what was sent. If it starts with stored items (one of them the model's), the conversation goes
+   on from there; otherwise what was sent becomes the conversation.
 
-After the turn, what the model saw and its answer are what is stored, in one transaction; a turn
-that fails, or that the client stops, stores nothing. So the model sees each turn once, and nothing
-the client sent is lost. `tests/template/test_memory_merge.py` checks both as properties over generated
-histories; `tests/template/test_memory.py` drives each client style through the real server.
+**No stored turn is deleted by what a client sends.** Whatever a turn replaces (replaced, diverged: the
+stored items after the point where what was sent leaves them) is kept, with the whole conversation as it
+stood, as an earlier branch (`agent_server/memory/branches.py`): `GET /conversations/{id}` lists them as
+`branches`, and `?branch=N` returns one. Only deleting the conversation, `DELETE /me`, `MEMORY_MAX_AGE_DAYS`
+and `MEMORY_MAX_ITEMS` (which bounds a conversation's branches too, the oldest dropped first) remove turns.
+
+After the turn, what the model saw and its answer are in the stored conversation, in one transaction; a
+turn that fails, or that the client stops, stores nothing. So the model sees each turn once, nothing the
+client sent is lost, and nothing stored is. `tests/template/test_memory_merge.py` checks these as properties
+over generated histories; `tests/template/test_memory.py` and `test_conversation_branches.py` drive each
+client style through the real server.
 
 **Stored** is the conversation before the request (as stored: rendered items), **Sent** the request's
 `input`, and **The model sees** the history the agent runs on (before the new turn's answer).

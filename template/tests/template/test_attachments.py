@@ -133,14 +133,19 @@ def test_a_turn_over_a_limit_is_a_413_that_names_the_setting_and_stores_nothing(
     ("part", "message"),
     [
         (image("data:image/svg+xml;base64,PHN2Zy8+"), "The image is image/svg+xml, which this app does not take"),
-        (pdf("notes.zip", media="application/zip"), "'notes.zip' is application/zip, which this app does not take"),
-        (pdf("setup.exe", media="text/plain"), "'setup.exe' is text/plain, which this app does not take"),
-        (pdf("report.txt"), "'report.txt' is application/pdf, which this app does not take"),
+        (pdf("notes.zip", media="application/zip"), "'notes.zip' is a .zip file, which this app does not take"),
+        (pdf("setup.exe", media="text/plain"), "'setup.exe' is a .exe file, which this app does not take"),
+        (pdf("report.docx"), "'report.docx' is a .docx file, which this app does not take"),
+        (pdf("README"), "'README' is a file with no extension, which this app does not take"),
+        (pdf("x.pdf", media="application/zip"), "'x.pdf' is named .pdf but holds application/zip: its name and its"),
+        (pdf("report.txt"), "'report.txt' is named .txt but holds application/pdf: its name and its data must say"),
     ],
-    ids=["svg-image", "zip-file", "exe-named-text", "pdf-named-txt"],
+    ids=["svg-image", "zip-file", "exe-named-text", "docx-named-pdf", "no-extension", "zip-named-pdf", "pdf-named-txt"],
 )
 def test_a_type_the_app_does_not_take_is_a_415_and_stores_nothing(client, part, message):
-    refused_and_not_stored(client, user(part), 415, message + ": it takes images (PNG, JPEG, WebP, GIF), PDF and")
+    refused_and_not_stored(client, user(part), 415, message)
+    said = client.post("/invocations", json={"input": [user(part)]}).json()["error"]["message"]
+    assert "images (PNG, JPEG, WebP, GIF), PDF and plain text" in said
 
 
 def test_earlier_turns_count_toward_the_type_but_not_the_limits(client, app_settings):
@@ -159,3 +164,58 @@ def test_a_responses_client_sends_them_too(client):
     assert "I saw 1 image (png) and 1 file (report.pdf)." in response.json()["output"][0]["content"][0]["text"]
     refused = client.post("/responses", json={"input": [user(pdf("a.zip", media="application/zip"))]})
     assert refused.status_code == 415 and "which this app does not take" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("name", ["invoice\u202efdp.txt", "invoice\x00fdp.txt", "invoice\r\nfdp.txt"])
+def test_a_file_name_loses_its_control_and_direction_characters(client, name, model_log):
+    chat = Conversation(client, stream=False)
+    said = reply_text(chat.send_items([user(pdf(name, b"hello", "text/plain"))]))
+    assert "I saw 1 file (invoicefdp.txt)." in said, "the model gets the name as the page shows it"
+    kept = client.get(f"/conversations/{chat.id}").json()["items"][0]["content"][1]
+    assert kept["filename"] == "invoicefdp.txt"
+
+
+def test_a_data_url_is_checked_and_sent_with_its_ends_trimmed(client, app_settings, model_log):
+    spaced = {**pdf("a.pdf"), "file_data": f" {pdf()['file_data']}\n"}
+    said = reply_text(Conversation(client, stream=False).send_items([user(image(f"  {PNG}\n"), spaced)]))
+    assert "I saw 1 image (png) and 1 file (a.pdf)." in said
+    image_part, file_part = model_parts(model_log[-1])
+    assert image_part["image_url"] in (PNG, {"url": PNG, "detail": "auto"}), "the model gets the data URL trimmed"
+    assert (file_part.get("file") or file_part)["file_data"] == pdf()["file_data"]
+    refused_and_not_stored(client, user(image(" data:image/svg+xml;base64,PHN2Zy8+")), 415, "The image is image/svg")
+    app_settings.setenv("ATTACHMENTS_MAX_FILE_BYTES", "40")
+    spaced = {**pdf(), "file_data": " " + pdf()["file_data"]}
+    refused_and_not_stored(client, user(spaced), 413, "the limit is ATTACHMENTS_MAX_FILE_BYTES=40")
+
+
+@pytest.mark.parametrize(
+    ("part", "message"),
+    [
+        (image("data:image/png;base64,not base64!"), "An image does not hold valid base64 data."),
+        (pdf() | {"file_data": "data:application/pdf;base64,%%%"}, "'report.pdf' does not hold valid base64 data."),
+        (pdf() | {"file_data": "JVBERi0xLjQ"}, "'report.pdf' does not hold valid base64 data."),
+    ],
+    ids=["image", "file-data-url", "bare-file"],
+)
+def test_data_that_is_not_base64_is_the_apps_400_naming_the_item(client, part, message, model_log):
+    refused_and_not_stored(client, user(part), 400, message)  # model_log: the model never answered a 400
+
+
+def test_an_image_the_model_cannot_decode_is_the_models_400(client, model_log):
+    response = client.post("/invocations", json={"input": [user(image("data:image/png;base64,AAAA"))]})
+    assert response.status_code == 400, response.text
+    assert "does not represent a valid image" in response.json()["error"]["message"]
+    assert response.json()["error"]["param"].startswith("input[0]")
+    assert [entry["status"] for entry in model_log] == [400]
+    model_log.clear()  # the 400 was the point of this test
+
+
+@pytest.mark.parametrize("path", ["/invocations", "/responses"])
+def test_a_file_over_the_limit_names_the_attachment_limit_though_the_body_is_over_max_input_chars(client, path):
+    big = pdf(data=b"%PDF-1.4\n" + bytes(3 * 1024 * 1024))  # 3 MiB: its base64 is over MAX_INPUT_CHARS too
+    assert len(big["file_data"]) > 4_000_000
+    response = client.post(path, json={"input": [user(big)]})
+    assert response.status_code == 413, response.text
+    said = response.json()["error"]["message"]
+    assert "'report.pdf' is 3.0 MiB: the limit is ATTACHMENTS_MAX_FILE_BYTES=2097152" in said
+    assert response.json()["error"]["param"] == "input[0]"

@@ -20,7 +20,6 @@ from agent_server import errors
         (errors.BodyTimeout, 408, "timeout_error"),
         (errors.Conflict, 409, "conflict_error"),
         (errors.TooLarge, 413, "request_too_large"),
-        (errors.ClientGone, 499, "server_error"),
         (errors.Broken, 500, "server_error"),
     ],
 )

@@ -24,7 +24,6 @@ from starlette.responses import JSONResponse
 from support import ServerThread, StartedApp, app_env, free_port
 
 from agent_server import agent, config, errors, llm
-from agent_server.middleware import request_state
 
 HELLO = {"input": [{"role": "user", "content": "Hello"}]}
 
@@ -57,17 +56,19 @@ def test_bodies_python_cannot_handle_are_a_400(app_client, raw, message):
 
 
 @pytest.mark.parametrize(
-    ("method", "path", "body", "status"),
+    ("method", "path", "body", "status", "param"),
     [
-        ("POST", "/invocations", {"input": "hi", "context": "not an object"}, 400),  # MLflow's request model
-        ("GET", "/no-such-page", None, 404),
-        ("PUT", "/invocations", {}, 405),
+        ("POST", "/invocations", {"input": "hi", "context": "not an object"}, 400, "context"),  # MLflow's request model
+        ("GET", "/no-such-page", None, 404, None),
+        ("PUT", "/invocations", {}, 405, None),
     ],
-    ids=["mlflow-validation", "not-found", "wrong-method"],
+    ids=["request-model", "not-found", "wrong-method"],
 )
-def test_errors_from_mlflow_and_fastapi_have_the_one_shape_too(app_client, method, path, body, status):
+def test_errors_from_the_request_model_and_fastapi_have_the_one_shape_too(
+    app_client, method, path, body, status, param
+):
     response = app_client.request(method, path, json=body)
-    assert_error(response, status, "")
+    assert_error(response, status, "", param)
 
 
 def test_previous_response_id_is_refused_with_what_to_send_instead(app_client):
@@ -159,7 +160,7 @@ def test_a_chat_message_index_maps_to_the_item_it_came_from():
         {"role": "assistant", "content": "done"},
         {"role": "user", "content": "thanks"},
     ]
-    failure = request_state.ModelFailure(model_input=items, system_messages=1)
+    failure = errors.ModelFailure(model_input=items, system_messages=1)
     sources = [10, 11, 12, 13, 14, 15, 16]  # the client's indexes of those items
     # messages: system, user, assistant with both calls, tool, tool, assistant, user
     expected = {"messages.[1].content": "input[10].content", "messages.[2].role": "input[11].role"}

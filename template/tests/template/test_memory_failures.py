@@ -181,15 +181,15 @@ def test_health_says_503_while_the_store_cannot_take_a_write_and_the_503s_log_on
         async def down(*args: object) -> None:
             raise Unavailable("OperationalError: disk I/O error")
 
-        mlflow_log, logged = logging.getLogger("mlflow.genai.agent_server.server"), Records()
-        mlflow_log.addHandler(logged)  # MLflow's loggers do not propagate to the root, where caplog listens
+        turn_log, logged = logging.getLogger("agent_server.turn"), Records()
+        turn_log.addHandler(logged)
         try:
             with pytest.MonkeyPatch.context() as patch:
                 patch.setattr(Store, "finish_turn", down)  # the database fails as the turn is stored
                 body = {"input": [{"role": "user", "content": "Two"}], "context": {"conversation_id": chat.id}}
                 assert local.post("/invocations", json=body).status_code == 503
         finally:
-            mlflow_log.removeHandler(logged)
+            turn_log.removeHandler(logged)
     assert logged.records and all(r.exc_info is None for r in logged.records), "no traceback for an expected 503"
     assert "disk I/O error" in logged.records[-1].getMessage() and "(503)" in logged.records[-1].getMessage()
 

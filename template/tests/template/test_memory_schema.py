@@ -125,6 +125,35 @@ def test_a_database_of_schema_2_gets_each_answers_trace_column_and_its_conversat
         assert traces[:3] == [None, None, None] and traces[3] is not None, traces
 
 
+def test_a_database_of_schema_7_gets_the_branches_table_and_its_conversations_branch(backend, api_mode, model_log):
+    """Schema 8 keeps conversations' earlier branches (memory/branches.py): a database as release 7 left it, with a
+    conversation in it, is migrated at start-up; an edit of that conversation then keeps what it replaced."""
+    from agent_server.app import app
+
+    with TestClient(app, headers={"x-test-user": ADA}) as client:
+        chat = Conversation(client, stream=False)
+        chat.send("Hello")
+
+    def as_release_7_left_it(connection: sa.Connection) -> None:
+        connection.execute(sa.text("DROP TABLE agent_conversation_branches"))
+        connection.execute(sa.text("UPDATE agent_memory_schema SET version = 7"))
+
+    async def downgrade() -> None:
+        store = Store(memory.memory_settings().url)
+        try:
+            await store.open()
+            await store.run(as_release_7_left_it, write=True)
+        finally:
+            await store.close()
+
+    asyncio.run(downgrade())
+    with TestClient(app, headers={"x-test-user": ADA}) as client:
+        body = {"input": "Hi", "context": {"conversation_id": chat.id}, "custom_inputs": {"replace_history": True}}
+        assert client.post("/invocations", json=body).status_code == 200
+        read = stored(client, chat.id).json()
+        assert read["items"][0]["content"] == "Hi" and [b["items"] for b in read["branches"]] == [2]
+
+
 def test_a_database_written_by_a_newer_release_is_refused(tmp_path):
     async def newer_then_open() -> str:
         url = sa.URL.create("sqlite+pysqlite", database=str(tmp_path / "newer.db"))

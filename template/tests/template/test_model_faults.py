@@ -43,8 +43,8 @@ def test_the_owners_agent_on_llm_model_runs_as_it_is_not_copied_per_request(api_
     costs the SDK a look at its type hints every time."""
     from agents import Agent, Model
 
-    from agent_server.handlers import for_this_request
     from agent_server.output_items import UniqueCallIds
+    from agent_server.turn.serve import for_this_request
 
     assert isinstance(llm.model(), UniqueCallIds) and isinstance(llm.model(), Model)
     owners = Agent(name="owner", instructions="x", model=llm.model())

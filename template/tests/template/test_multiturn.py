@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Multi-turn chats through the real AgentServer, handlers and SDK against the offline model.
+"""Multi-turn chats through the real app, its turn and the SDK against the offline model.
 
 Each test runs in both API modes (the api_mode fixture), streaming and not, and the
 model_log fixture fails the test if the offline model answered any request with an error.

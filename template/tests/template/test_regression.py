@@ -12,11 +12,14 @@ from __future__ import annotations
 import pytest
 from support import Chat, replayed
 
-import agent_server.handlers as handlers
+from agent_server.turn import serve
 
 
-def unrendered_input(request):
-    return [item.model_dump() for item in request.input]
+def unrendered_input(context):
+    """MLflow's request model's items, as the handlers of agent apps ran them (its `status: None` and all)."""
+    from mlflow.types.responses import ResponsesAgentRequest
+
+    return [item.model_dump() for item in ResponsesAgentRequest(input=context.body["input"]).input]
 
 
 @pytest.mark.parametrize("api_mode", ["chat_completions"], indirect=True)
@@ -24,7 +27,7 @@ def test_second_prompt_fails_without_the_render_step(app_client, monkeypatch):
     chat = Chat(app_client, stream=False)
     chat.send("Hello")  # the first prompt works either way
 
-    monkeypatch.setattr(handlers, "model_input", unrendered_input)
+    monkeypatch.setattr(serve, "model_input", unrendered_input)
     history = [*chat.history, {"role": "user", "content": "And again"}]
     response = app_client.post("/invocations", json={"input": history})
 

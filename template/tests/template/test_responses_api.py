@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""/responses as OpenAI's own client speaks it (middleware/responses_dialect.py): the `openai` package against the
+"""/responses as OpenAI's own client speaks it (turn/responses_api.py): the `openai` package against the
 real app, the real SDK and the offline model, in both API modes; each response and each event the app sends is
 validated against the package's own types (openai.types.responses), as the offline model validates what it gets."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import threading
 import time
 import uuid
@@ -25,7 +24,7 @@ from support import replayed, reply_text, sse_events
 
 from agent_server import llm
 from agent_server.memory import database, leases
-from agent_server.runs import execute, recovery, store
+from agent_server.runs import recovery, store
 from agent_server.runs.store import Run
 
 from .test_memory import ADA, backend  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
@@ -102,31 +101,6 @@ def test_background_answers_at_once_and_the_run_gives_the_synchronous_output(cli
     assert slow.calls == 2 and len(model_log) == 4, "each run called the model twice and the tool once"
     kept = client.get(f"/conversations/{run['custom_outputs']['session_id']}").json()["items"]
     assert len(kept) == 4, "the background turn is stored as a synchronous one is"
-
-
-def test_a_runs_request_is_parsed_once_before_mlflow_and_its_events_encoded_once(client, monkeypatch):
-    """The runs' middleware parses the body; its attempt brings it parsed to the request guard (RunAttempt.body).
-    An event of the handler's, encoded by MLflow's server, is kept with its number, not encoded again."""
-    marker, loads, dumps, parses, items = f"parse-once-{uuid.uuid4()}", json.loads, json.dumps, [], []
-
-    def counting_loads(text: Any, *args: Any, **kwargs: Any) -> Any:
-        shown = text.decode(errors="replace") if isinstance(text, (bytes, bytearray)) else str(text)
-        if marker in shown and '"input"' in shown and '"model"' not in shown and execute.PATH_KEY not in shown:
-            parses.append(shown)  # the request's; not the model's (the offline model's), nor the kept run's
-        return loads(text, *args, **kwargs)
-
-    def counting_dumps(value: Any, *args: Any, **kwargs: Any) -> str:
-        caller = sys._getframe(1).f_globals.get("__name__", "")
-        if isinstance(value, dict) and value.get("type") == "response.output_item.done" and "offline" not in caller:
-            items.append(value)  # the app's stream; not the offline model's own
-        return dumps(value, *args, **kwargs)
-
-    monkeypatch.setattr(json, "loads", counting_loads)
-    monkeypatch.setattr(json, "dumps", counting_dumps)
-    run = client.post("/invocations", json={"input": [{"role": "user", "content": marker}], "background": True})
-    assert ended(client, run.json()["id"])["status"] == "completed"
-    assert len(parses) == 2, "the runs' middleware, then MLflow's server: the request guard takes it parsed"
-    assert len(items) == 1, "the answer's one item: encoded by MLflow's server alone"
 
 
 @pytest.mark.parametrize("how", ["background", "idempotency-key"])

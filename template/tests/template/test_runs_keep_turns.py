@@ -49,7 +49,7 @@ def test_cancel_during_a_tool_keeps_the_turns_before_it_and_answers_with_what_it
     until(lambda: slow.calls, "the tool to start")
 
     answered = cancel(client, run_id)
-    [call] = answered["output"]  # the API's own item for a call the app ran (middleware/responses_shapes.py)
+    [call] = answered["output"]  # the API's own item for a call the app ran (turn/responses_shapes.py)
     assert call["type"] == "mcp_call" and call["name"] == "hold", "the cancel's answer names the call it stopped"
     assert call["output"] == INTERRUPTED_CALL_OUTPUT and call["status"] == "incomplete"
     assert client.get(f"/responses/{run_id}").json()["output"] == answered["output"], "and so does the run, read"

@@ -107,6 +107,7 @@ def test_a_call_is_streamed_when_it_starts_a_tools_time_before_its_output(served
         assert not [e for _, e in events if e.get("type") == ADDED and e["item"]["id"] == call["id"] and e is not event]
     else:
         assert finished["item"]["call_id"] == call["call_id"] and call["id"].startswith(ID_PREFIXES["function_call"])
+        assert 0 <= time.time() - call["started_at"] < 600, "when it started, for a page that replays the stream"
     if how == "background":  # the run's stream from a cursor: the started call is one of its numbered events
         run_id = events[0][1]["response"]["id"]
         cursor = event["sequence_number"] - 1
@@ -134,7 +135,7 @@ def test_the_replayable_items_and_the_stored_conversation_are_the_same_with_prog
 
     def conversation(progress: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if not progress:
-            monkeypatch.setattr("agent_server.handlers.started_item", lambda *_: None)
+            monkeypatch.setattr("agent_server.turn.serve.started_item", lambda *_: None)
         user, named = f"progress-{uuid.uuid4()}@example.com", f"c-{uuid.uuid4()}"
         finished = []
         for text in ("Please run hold", "Thanks"):

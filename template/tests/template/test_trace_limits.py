@@ -67,7 +67,9 @@ def test_the_store_is_private(app_client):
 
 @pytest.mark.usefixtures("traced")
 def test_a_huge_request_is_traced_as_a_preview(app_client):
-    huge = "y" * 200_000
+    # A turn's trace has some twenty payloads (the request and answer of the turn, the run, each model call), each
+    # kept to a preview of TRACE_MAX_ATTRIBUTE_CHARS: together less than the one request, were it traced whole.
+    huge = "y" * 600_000
     response = app_client.post("/invocations", json={"input": [{"role": "user", "content": huge}]})
     assert response.status_code == 200, response.text
     mlflow.flush_trace_async_logging()

@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The OpenAI Responses API's shapes, which /responses speaks (responses_dialect.py): its response object, its
+"""The OpenAI Responses API's shapes, which /responses speaks (responses_api.py): its response object, its
 output items and its stream events, made from the app's own (MLflow's ResponsesAgent format, which /invocations
 keeps).
 

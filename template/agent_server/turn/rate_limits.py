@@ -1,12 +1,12 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""FairShares: each identity's turns, at a rate (RATE_LIMIT_TURNS_PER_MINUTE) and at once
+"""Fair shares: each identity's turns, at a rate (RATE_LIMIT_TURNS_PER_MINUTE) and at once
 (RATE_LIMIT_CONCURRENT_TURNS); a turn over either gets a 429 with Retry-After. Both are off (0) unless set.
 
-A turn is a POST to /invocations or /responses while it runs: a request, or a background run's attempt (this
-middleware sits below the runs' one, so a run counts once however often it is read, and a retry that a kept
-run answers counts nothing). The identity is conversation memory's (identity.owner_of): the user Databricks Apps
-forwards, or MEMORY_USER_HEADER's. A turn whose identity cannot be read (no header, the header twice, one too long)
-gets the 401 or 400 memory gives it, with memory off too: it would be counted against no one.
+A turn is a POST to /invocations or /responses while it runs: a request, or a background run's attempt (each
+takes its share with `turn_share`, routes.py and runs/execute.py: a run counts once however often it is read, and
+a retry that a kept run answers counts nothing). The identity is conversation memory's (identity.owner_of): the user
+Databricks Apps forwards, or MEMORY_USER_HEADER's. A turn whose identity cannot be read (no header, the header twice,
+one too long) gets the 401 or 400 memory gives it, with memory off too: it would be counted against no one.
 
 With either limit set, an identity's turns also share the event loop fairly (fair_steps.py): while the turn of an
 identity with fewer turns running is busy, the steps of those with more wait.
@@ -20,19 +20,17 @@ The fair shares of the event loop are each process's own either way.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-from starlette.datastructures import Headers
-from starlette.types import Receive, Scope, Send
-
 from agent_server import config, identity
-from agent_server.errors import HttpError, error_response
+from agent_server.errors import HttpError
 from agent_server.memory import Unavailable, rate_counts
-from agent_server.middleware import GUARDED_PATHS, HttpMiddleware
 from agent_server.scheduling import fair_steps
 
 logger = logging.getLogger("agent_server.rate_limits")
@@ -119,37 +117,38 @@ def share_the_loop() -> None:
         fair_steps.install(SHARES.load_of)
 
 
-class FairShares(HttpMiddleware):
-    """A turn over its identity's share gets a 429 (see the module docstring)."""
+class RateLimited(HttpError, status=429):
+    """A turn over its identity's share (the module docstring), with how long to wait."""
 
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limits = config.settings().limits
-        if (
-            scope["method"] != "POST"
-            or scope["path"] not in GUARDED_PATHS
-            or not (limits.turns_per_minute or limits.turns_at_once)
-        ):
-            await self.app(scope, receive, send)
-            return
-        try:
-            owner = identity.owner_of(Headers(scope=scope))
-        except HttpError as error:  # uncounted, it would go past the limits: refused, memory on or off
-            why = f"{error} Each user's turns are limited (RATE_LIMIT_*), so a turn must name its user."
-            await error_response(error.status, why, error.param)(scope, receive, send)
-            return
-        refused, counted = await _claim(owner, limits.turns_per_minute, limits.turns_at_once)
-        if refused is not None:
-            why, wait = refused
-            message = f"Too many turns: this app gives each user {why}. Try again in {wait} s."
-            await error_response(429, message, headers={"Retry-After": str(wait)})(scope, receive, send)
-            return
-        fair_steps.serve_as(owner)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            SHARES.release(owner)
-            if counted is not None:
-                await rate_counts.release(counted)
+    def __init__(self, message: str, wait: int) -> None:
+        super().__init__(message)
+        self.headers = {"Retry-After": str(wait)}
+
+
+@contextlib.asynccontextmanager
+async def turn_share(headers: Mapping[str, str]) -> AsyncIterator[None]:
+    """A turn's share of its identity's limits, held while it runs: RateLimited if it is over either, the 401 or 400
+    of an identity that cannot be read (uncounted, it would go past the limits). Nothing with neither limit set."""
+    limits = config.settings().limits
+    if not (limits.turns_per_minute or limits.turns_at_once):
+        yield
+        return
+    try:
+        owner = identity.owner_of(headers)
+    except HttpError as error:
+        error.args = (f"{error} Each user's turns are limited (RATE_LIMIT_*), so a turn must name its user.",)
+        raise
+    refused, counted = await _claim(owner, limits.turns_per_minute, limits.turns_at_once)
+    if refused is not None:
+        why, wait = refused
+        raise RateLimited(f"Too many turns: this app gives each user {why}. Try again in {wait} s.", wait)
+    fair_steps.serve_as(owner)
+    try:
+        yield
+    finally:
+        SHARES.release(owner)
+        if counted is not None:
+            await rate_counts.release(counted)
 
 
 async def _claim(owner: str, per_minute: int, at_once: int) -> tuple[tuple[str, int] | None, str | None]:
