@@ -6,7 +6,8 @@ that keeps data per caller reads it (identity.owner_of):
   the issuer (issuer.py: signature, issuer, audience, expiry); the user it names goes in identity.SIGNED_IN_HEADER,
   and a client's own header of that name is dropped from every request, so none can name itself;
 - none, or one that is refused, is a 401 that says why; the page (`/`, `/c/...`) redirects to the sign-in instead;
-- sign-in's own routes (flow.py) and the health check need none.
+- sign-in's own routes (flow.py) and the health check need none;
+- past it, the request holds neither the token nor the cookie (nothing after reads them; so no trace keeps them).
 
 Off (no OIDC_ISSUER), it passes every request on as it is. Under BrowserGuard, which still refuses cross-site writes.
 """
@@ -29,6 +30,7 @@ from agent_server.sign_in import cookies, flow, issuer
 logger = logging.getLogger(__name__)
 OPEN = {("/health", "GET"), ("/health", "HEAD")}
 HEADER = SIGNED_IN_HEADER.encode("latin-1")
+PROOFS = (b"authorization", b"cookie")  # the bearer token and the session cookie, which nothing past here reads
 
 
 class SignIn(HttpMiddleware):
@@ -55,6 +57,8 @@ class SignIn(HttpMiddleware):
         if user is None:
             await self._refuse(scope, path, method, refusal)(scope, receive, send)
             return
+        # What proved it stays here: past this point the app (its traces, its logs) never holds the token or cookie.
+        scope["headers"] = [(name, value) for name, value in scope["headers"] if name.lower() not in PROOFS]
         scope["headers"].append((HEADER, user.encode("utf-8")))
         await self.app(scope, receive, send)
 
