@@ -66,7 +66,7 @@ START_APP = str(Path(sys.executable).with_name("start-app"))
 # What a server process started by the tests must not inherit: the outer venv, and any setting of the app's
 # (the model, Databricks, MLflow, memory) that the test does not pass itself.
 NOT_INHERITED = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH")
-NOT_INHERITED += ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "PG", "ALLOWED_")
+NOT_INHERITED += ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "PG", "ALLOWED_", "OIDC_")
 
 
 def clean_env(**values: str) -> dict[str, str]:
