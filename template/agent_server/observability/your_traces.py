@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ def _experiment_id() -> str:
     default one."""
     from mlflow.tracking import fluent
 
-    return os.environ.get("MLFLOW_EXPERIMENT_ID") or fluent._get_experiment_id() or "0"
+    return fluent._get_experiment_id() or "0"  # it reads MLFLOW_EXPERIMENT_ID (and _NAME) itself
 
 
 def _exists(client: object, experiment: str) -> bool:
