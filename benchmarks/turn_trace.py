@@ -1,9 +1,9 @@
 """One turn of a rendered app, traced: which of the app's modules run, how many of them are middleware, how often
 the request's body is parsed and how often an answer event is encoded, on /invocations and /responses, streamed and
-not. Run with the app's own Python, in the app's folder (scripts/benchmark turn-trace runs it on HEAD and on the
-commit before the app served its own turns):
+not. Run it with a rendered app's own Python, in the app's folder (a render of HEAD, and one of commit 4930628,
+the last before the app served its own turns, show what changed):
 
-    cd APP && uv run python turn_trace.py --label NAME
+    cd APP && uv run python PATH/TO/benchmarks/turn_trace.py --label NAME
 
 It prints a Markdown table. The app runs in this process and thread (httpx's ASGI transport, with the app's lifespan)
 on its offline model, memory off, tracing off; one warm-up turn first, so that imports and first-use set-up are
@@ -39,7 +39,6 @@ def main() -> None:
 
 async def traced_turns(root: str) -> list[tuple[int, int, int, int]]:
     import httpx
-
     from agent_server.app import app
 
     async with app.router.lifespan_context(app):

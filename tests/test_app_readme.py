@@ -62,6 +62,15 @@ def test_the_readme_is_short_and_starts_with_the_owners_agent(renders, more_rend
     assert [heading for heading in headings if heading in order] == order, headings
 
 
+def test_the_page_look_section_names_both_files_databricks_apps_reads(renders):
+    """A bundle deploy sends databricks.yml's app config, not app.yaml: a CHAT_* setting goes into both, or the app's
+    own test_app_yaml_and_the_bundle_config_agree fails (and a bundle deploy would not get the look)."""
+    readme = (renders["defaults"] / "README.md").read_text()
+    section = readme.split("### The chat page's look", 1)[1].split("\n#", 1)[0]
+    assert "`app.yaml`" in section and "`databricks.yml`" in section, section
+    assert "tests/template/test_deploy_config.py" in section, section
+
+
 @pytest.mark.parametrize("name", ["defaults", "no-ci", "long-term-memory"])
 def test_every_docs_file_is_linked_from_the_readme_and_every_link_resolves(renders, more_renders, name):
     app = app_of(name, renders, more_renders)

@@ -10,14 +10,22 @@ import json
 import pytest
 from renders import assert_all_passed, clean_env, passed, uv
 
-# The default render, and one whose defaults differ in every LLM setting. The second runs the tests of what those
-# answers change (settings and their defaults, start-up, the deployed app's checks, the OpenAI provider, the deploy
-# files, AGENTS.md, tracing, the page), without those marked `waits` (each starts app processes with the settings
-# it names) or `api_modes` (each sets the offline model and the API mode itself): those prove the same in either
-# render, and the default render runs them all.
+# The whole suite runs in each render whose answers change the app's code or behaviour: the defaults; long-term memory
+# on with the Responses API (offline-responses: its evaluation set holds the recall case); memory off (no-ci); and,
+# in tests/test_memory_postgres.py, PostgreSQL (databricks-postgres, against the tests' own server). The render whose
+# defaults differ in every LLM setting runs the tests of what those answers change (settings and their defaults,
+# start-up, the deployed app's checks, the OpenAI provider, the deploy files, AGENTS.md, tracing, the page), without
+# those marked `waits` (each starts app processes with the settings it names) or `api_modes` (each sets the offline
+# model and the API mode itself): those prove the same in either render, and the others run them all.
 SENSITIVE = ("config", "start_app", "deployed", "deploy_config", "openai_provider", "agents_md", "tracing", "chat_page")
 RENDER_SENSITIVE = [f"tests/template/test_{name}.py" for name in SENSITIVE]
-SUITES = {"defaults": ["-v"], "databricks-responses": [*RENDER_SENSITIVE, "-m", "not waits and not api_modes"]}
+WHOLE = ["-v"]
+SUITES = {
+    "defaults": WHOLE,
+    "offline-responses": WHOLE,
+    "no-ci": WHOLE,
+    "databricks-responses": [*RENDER_SENSITIVE, "-m", "not waits and not api_modes"],
+}
 # An owner's test named like one of the template's (tests/template/test_memory.py): both run in one suite.
 OWNER_TEST = '''"""My own memory test."""
 
@@ -37,6 +45,8 @@ def test_app_installs_locked_and_its_tests_pass(renders, name):
     uv("sync", "--locked", "--dev", "--no-config", cwd=app)
     result = uv("run", "--locked", "--no-config", "pytest", "-p", "no:cacheprovider", *SUITES[name], cwd=app)
     assert_all_passed(result)
+    if SUITES[name] is WHOLE:  # every test the render holds ran, the evaluation of its own starter set among them
+        assert passed("test_evaluation.py::test_the_starter_set_passes_offline_and_its_judge_scores", result.stdout)
     if name == "defaults":
         assert passed("tests/test_memory.py::test_my_memory", result.stdout), "the owner's test ran"
     uv("run", "--locked", "--no-config", "mypy", cwd=app)  # the app's CI step beside its tests

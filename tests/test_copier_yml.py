@@ -55,6 +55,14 @@ def test_other_validators(tmp_path, answers):
         render(tmp_path / "app", answers)
 
 
+def test_long_term_memory_without_memory_is_refused(tmp_path):
+    """Not asked when memory is none, but a `-d` answer still reaches the render: refused, not an app that cannot
+    start. (An answers file that holds both is answered again with the default, false: `when` hides it.)"""
+    with pytest.raises(ValueError, match="Long-term memory keeps its facts in memory's store"):
+        render(tmp_path / "app", {"long_term_memory": True, "memory": "none"})
+    assert not (tmp_path / "app").exists()
+
+
 def test_bad_choice_is_rejected(tmp_path):
     with pytest.raises(ValueError):
         render(tmp_path / "app", {"llm_provider": "anthropic"})

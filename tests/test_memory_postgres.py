@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from deploy_support import CLIENT_ID, CLIENT_SECRET, fake_workspace, workspace_log
 from postgres import PostgresServer
-from renders import assert_all_passed, clean_env, uv
+from renders import assert_all_passed, clean_env, passed, uv
 from servers import ServerProcess, app_support, free_port, http_client, reply_text
 
 Conversation = app_support.Conversation
@@ -50,44 +50,22 @@ def start_app(app: Path, log: Path, **env: str) -> ServerProcess:
     return ServerProcess(args, clean_env(**values), f"http://127.0.0.1:{port}/health", cwd=app, log=log, timeout=300)
 
 
-def test_the_apps_own_memory_tests_pass_on_postgres(app, postgres):
-    result = subprocess.run(
-        # Its SQLite half runs with the rest of the app's suite (tests/test_app_suite.py).
-        [
-            str(app / ".venv" / "bin" / "pytest"),
-            "-v",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            "0",  # one process: its tests share the one database
-            "-k",
-            "postgres",
-            "tests/template/test_memory.py",
-            "tests/template/test_memory_failures.py",
-            "tests/template/test_memory_limits.py",
-            "tests/template/test_memory_schema.py",
-            "tests/template/test_runs.py",
-            "tests/template/test_runs_streams.py",
-            "tests/template/test_runs_lifetime.py",
-            "tests/template/test_runs_keep_turns.py",
-            "tests/template/test_conversation_edits.py",
-            "tests/template/test_conversation_branches.py",
-            "tests/template/test_approval_answers.py",
-            "tests/template/test_ordered_turns.py",
-            "tests/template/test_long_term_memory.py",
-            "tests/template/test_long_term_memory_search.py",
-            "tests/template/test_your_data.py",
-            "tests/template/test_rate_limits.py",
-        ],
-        cwd=app,
-        env=clean_env(MEMORY_TEST_POSTGRES_URL=postgres.url),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert_all_passed(result)
-    on_postgres = [line for line in result.stdout.splitlines() if "[postgres" in line and "PASSED" in line]
-    assert len(on_postgres) > 30, result.stdout
+def test_the_postgres_render_passes_its_whole_suite_with_its_memory_tests_on_postgres(renders, postgres):
+    """The app answered memory=postgres: its whole suite, where every memory test runs on SQLite and on this server
+    (MEMORY_TEST_POSTGRES_URL), as its own CI would run it against a database."""
+    app = renders["databricks-postgres"]
+    uv("sync", "--locked", "--dev", "--no-config", cwd=app)
+    pytest = [str(app / ".venv" / "bin" / "pytest"), "-v", "-p", "no:cacheprovider"]
+    env = clean_env(MEMORY_TEST_POSTGRES_URL=postgres.url)
+    # The tests on this server in one process (they share its one database); the rest on every core, as `uv run
+    # pytest` runs them.
+    on_server = subprocess.run([*pytest, "-n", "0", "-k", "postgres"], cwd=app, env=env, capture_output=True, text=True)
+    assert_all_passed(on_server)
+    on_postgres = [line for line in on_server.stdout.splitlines() if "[postgres" in line and "PASSED" in line]
+    assert len(on_postgres) > 30, on_server.stdout
+    rest = subprocess.run([*pytest, "-k", "not postgres"], cwd=app, env=env, capture_output=True, text=True)
+    assert_all_passed(rest)
+    assert passed("test_evaluation.py::test_the_starter_set_passes_offline", rest.stdout), "the whole suite ran"
 
 
 @pytest.fixture(scope="module")

@@ -32,11 +32,15 @@ def test_readme_names_the_two_commands():
 @pytest.mark.parametrize("api", API_MODES)
 def test_demo_serves_second_and_third_prompts(tmp_path, api):
     port = free_port()
-    env = clean_env(PORT=str(port), LLM_API=api, HOME=os.environ.get("HOME", str(tmp_path)))
+    env = clean_env(PORT=str(port), LLM_API=api, HOME=os.environ.get("HOME", str(tmp_path)), PATH=PATH_WITHOUT_UV)
     demo = [str(ROOT / "scripts" / "demo"), str(tmp_path / "my-agent")]
     # The first run installs the app; scripts/demo starts it as a child, so the group is stopped.
     with ServerProcess(demo, env, f"http://127.0.0.1:{port}/health", cwd=ROOT, timeout=300, group=True) as served:
         url = served.url
+        # Its closing message names the port it serves and where uv is (not copier's, which says 8000 and uv).
+        said = served.output
+        assert f"on http://localhost:{port}" in said and f"uv run start-app --port {port}" in said, said
+        assert f'export PATH="{ROOT}/.tools/bin:$PATH"' in said and "port 8000 (" not in said, said
         history = [{"role": "user", "content": "Hello"}]
         with http_client(url) as client:
             for turn in (1, 2, 3):
@@ -56,6 +60,24 @@ def test_demo_serves_second_and_third_prompts(tmp_path, api):
                     break
                 time.sleep(0.05)
             assert "I saw 1 user, 0 assistant and 0 tool turns" in reply_text(read["output"])
+
+
+# An owner's shell without uv (the demo installs it into .tools/, and says so).
+PATH_WITHOUT_UV = os.pathsep.join(
+    part for part in os.environ.get("PATH", "").split(os.pathsep) if part and not (Path(part) / "uv").exists()
+)
+
+
+def test_demo_refuses_contradictory_answers_in_one_line_and_generates_nothing(tmp_path):
+    """Copier prints a refused `-d` answer as a traceback of about 30 lines; the demo prints its last line alone."""
+    dest = tmp_path / "my-agent"
+    demo = [str(ROOT / "scripts" / "demo"), str(dest), "-d", "long_term_memory=true", "-d", "memory=none"]
+    env = clean_env(PORT=str(free_port()), HOME=os.environ.get("HOME", str(tmp_path)))
+    result = subprocess.run(demo, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and result.stdout == "", result
+    assert result.stderr.startswith("scripts/demo: Validation error for question 'long_term_memory': Long-term memory")
+    assert result.stderr.count("\n") == 1 and "Nothing was generated." in result.stderr, result.stderr
+    assert not dest.exists()
 
 
 @pytest.mark.parametrize("how", ["PORT", "--port"])

@@ -1,12 +1,12 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""The ASGI app: its own turn routes (routes.py), the routers, the chat page at /, and five small middlewares.
+"""The ASGI app: its own turn routes (routes.py), the routers, the chat page at /, and small middlewares.
 
 A request meets, in order: OneErrorShape (every error in one shape, error_responses.py), HealthCheck (GET /health
 says 503 while conversations cannot be stored, health.py), BrowserGuard (no driving the agent from other web pages,
-browser_guard.py), then its route. What a route refuses is an HttpError, which one handler answers
-(`answer_http_error`). POST /invocations and /responses serve a turn (routes.py, turn/); GET /agent/info and
-GET /health keep what MLflow's agent server answered there. MLflow stays for tracing, evaluation, feedback and its
-types.
+browser_guard.py), SignIn (with OIDC_ISSUER: who calls, checked, sign_in/), then its route. What a route refuses
+is an HttpError, which one handler answers (`answer_http_error`). POST /invocations and /responses serve a turn
+(routes.py, turn/); GET /agent/info and GET /health keep what MLflow's agent server answered there. MLflow stays
+for tracing, evaluation, feedback and its types.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from agent_server.routes import routes as turn_routes
 from agent_server.runs import close_runs, open_runs
 from agent_server.runs.routes import router as runs_router
 from agent_server.scheduling import garbage_collection
-from agent_server.scheduling.rate_limits import share_the_loop
+from agent_server.sign_in import SignIn
 from agent_server.tools import mcp_connections
+from agent_server.turn.rate_limits import share_the_loop
 
 # Every request is traced with MLflow (locally to ./mlruns by default; see agent_server/observability/tracing.py).
 tracing.configure()
@@ -71,6 +72,7 @@ async def _lifespan(served_app: Any) -> AsyncIterator[None]:
 app = FastAPI(title="Agent Server", lifespan=_lifespan)
 app.router.routes.extend(turn_routes)
 # The last added runs first.
+app.add_middleware(SignIn)  # with OIDC_ISSUER: who calls, checked, before anything reads it (sign_in/)
 app.add_middleware(BrowserGuard)
 app.add_middleware(HealthCheck)
 app.add_middleware(OneErrorShape)

@@ -36,7 +36,7 @@ from typing import Any
 
 from agent_server import config
 from agent_server.errors import BadRequest, HttpError, TooLarge, UnsupportedType
-from agent_server.history import HistoryError, Rendered, render_each
+from agent_server.history import ApiMode, HistoryError, Rendered, render_each
 from agent_server.json_body import hides_text
 
 IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WebP", "image/gif": "GIF"}
@@ -74,7 +74,7 @@ def check(client_items: Sequence[Any], each: Sequence[Rendered]) -> None:
                 raise TooLarge(f"{message} ATTACHMENTS_MAX_TURN_BYTES={limits.max_turn_bytes}.", where)
 
 
-def check_first(client_items: list[Any], api: str) -> None:
+def check_first(client_items: list[Any], api: ApiMode) -> None:
     """check(), for a body that is over another limit (MAX_INPUT_CHARS): if an attachment is why, its own 413 or 415
     names the attachment's limit or type; a history that does not render is left to that other limit."""
     try:

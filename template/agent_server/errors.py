@@ -76,6 +76,7 @@ class HttpError(ValueError):
 
     status = 500
     then = "Try again."  # what the client can do, after the reason an Unavailable store gives
+    what = "Conversation memory"  # whose store an Unavailable is (routes of long-term memory say "Memory")
     headers: Mapping[str, str] = {}  # sent with the answer (a 429's Retry-After)
 
     def __init_subclass__(cls, status: int = 500, **kwargs: Any) -> None:
@@ -131,19 +132,19 @@ def error_response(
     return JSONResponse(error_body(status, message, param), status_code=status, headers=dict(headers or {}))
 
 
-def route_error(error: HttpError, then: str | None = None, what: str = "Conversation memory") -> JSONResponse:
+def route_error(error: HttpError, then: str | None = None, what: str | None = None) -> JSONResponse:
     """A route's answer to `error`: its status and message in the one shape; an Unavailable store says whose
-    (`what`) and what the client can do (`then`, else the error's own)."""
+    (`what`, else the error's own) and what the client can do (`then`, else the error's own). The app's one
+    exception handler answers every HttpError a route raises with it (app.py)."""
     status, body = error_of(error, then, what)
     return JSONResponse(body, status_code=status, headers=dict(error.headers))
 
 
-def error_of(
-    error: HttpError, then: str | None = None, what: str = "Conversation memory"
-) -> tuple[int, dict[str, Any]]:
+def error_of(error: HttpError, then: str | None = None, what: str | None = None) -> tuple[int, dict[str, Any]]:
     """(status, body) of an HttpError's answer."""
     if isinstance(error, Unavailable):
-        return error.status, error_body(error.status, f"{what} is unavailable: {error}. {then or error.then}")
+        message = f"{what or error.what} is unavailable: {error}. {then or error.then}"
+        return error.status, error_body(error.status, message)
     return error.status, error_body(error.status, str(error), error.param)
 
 

@@ -4,6 +4,8 @@ answers, feedback, and each identity's share of the turns (rate limits). Read wi
 
 - On Databricks Apps: the user the platform's proxy forwards (`X-Forwarded-User`, else `X-Forwarded-Email`),
   which only a deployed app can trust.
+- Elsewhere, with OpenID Connect sign-in on (OIDC_ISSUER): the user the SignIn middleware checked (its session
+  cookie or bearer token: agent_server/sign_in/), which it puts in SIGNED_IN_HEADER after dropping any client's own.
 - Elsewhere, with MEMORY_USER_HEADER set: the header the owner's own sign-in proxy sets.
 - Otherwise: everyone is LOCAL_OWNER, one user on one machine.
 
@@ -19,6 +21,7 @@ from agent_server import config
 from agent_server.errors import BadRequest, Unauthenticated
 
 LOCAL_OWNER = "local"
+SIGNED_IN_HEADER = "x-agent-signed-in-user"  # set by sign_in/middleware.py alone, never taken from a client
 MAX_OWNER = 320  # the owner column's width (schema.py): an identity, whole, as a user's e-mail address can be
 
 
@@ -28,6 +31,8 @@ def owner_of(headers: Mapping[str, str]) -> str:
     if config.settings().deployment.on_databricks_apps:  # behind the Databricks Apps proxy, which sets these
         names: tuple[str, ...] = ("x-forwarded-user", "x-forwarded-email")
         named = "X-Forwarded-User or X-Forwarded-Email"
+    elif config.settings().sign_in.enabled:
+        names, named = (SIGNED_IN_HEADER,), "sign in, or send Authorization: Bearer <token>"
     elif config.settings().memory.user_header:  # read with memory off too: feedback checks whose a trace is
         names = (config.settings().memory.user_header or "",)
         named = names[0]

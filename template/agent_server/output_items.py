@@ -30,6 +30,7 @@ from typing import Any
 from agents import Agent, Model
 from pydantic import BaseModel
 
+from agent_server.history.tool_outputs import tool_output_shape
 from agent_server.history.tool_pairs import ID_PREFIXES, output_bound_call_id
 from agent_server.scheduling import turn_starts
 
@@ -61,8 +62,7 @@ def to_output_item(raw_item: Any, message_id: str | None = None) -> dict[str, An
         item["id"] = replayable_id(item_type, item.get("id"))
     elif item_type == "function_call_output":
         item.pop("id", None)
-        if not isinstance(item.get("output"), str):
-            item["output"] = str(item.get("output", ""))
+        item["output"] = tool_output_shape(item.get("output"))  # text as text, never a Python repr
     else:
         return None
     return item

@@ -29,9 +29,9 @@ from starlette.types import Message, Receive, Scope, Send
 from agent_server.errors import HttpError, failure_answer
 from agent_server.middleware import read_body
 from agent_server.runs import requests as run_requests
-from agent_server.scheduling import rate_limits, turn_starts
+from agent_server.scheduling import turn_starts
 from agent_server.scheduling.offload import INLINE_BYTES, cpu_work
-from agent_server.turn import collected, events, invocations_body, prepare
+from agent_server.turn import collected, events, invocations_body, prepare, rate_limits
 from agent_server.turn.checks import check_user_token, parsed_body
 from agent_server.turn.responses_api import ResponseStream, response_body
 from agent_server.turn_context import INVOCATIONS, RESPONSES, TurnContext
@@ -59,7 +59,6 @@ class TurnRoute:
         check_user_token(headers)
         raw = await read_body(receive)
         body = await cpu_work(len(raw) <= INLINE_BYTES, parsed_body, raw)
-        _share_user_headers(headers)
         started = await run_requests.started_run(self.path, headers, body)
         if started is not None:  # a background run, or a request kept by its Idempotency-Key
             await started(scope, receive, send)
@@ -144,14 +143,6 @@ async def _send_chunk(send: Send, chunk: bytes) -> None:
 
 async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
-
-
-def _share_user_headers(headers: Headers) -> None:
-    """The request's headers where MLflow's agent server kept them (mlflow.genai.agent_server.get_request_headers):
-    llm.py reads the user's token there (LLM_ON_BEHALF_OF_USER), and so may the owner's code."""
-    from mlflow.genai.agent_server.utils import set_request_headers
-
-    set_request_headers(dict(headers))
 
 
 async def until_disconnect(serve: Callable[[Send], Awaitable[None]], receive: Receive, send: Send) -> None:

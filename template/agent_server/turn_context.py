@@ -17,7 +17,7 @@ An owner's function tool can read the caller from it:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_server.errors import ModelFailure
@@ -44,26 +44,43 @@ class RunAttempt:
     first_output_index: int = 0
 
 
-@dataclass
 class TurnContext:
-    """What one turn runs on, from its prepared request to its stored answer."""
+    """What one turn runs on, from its prepared request to its stored answer.
 
-    path: str  # the route the client posted to (INVOCATIONS or RESPONSES): the shapes its answer takes
-    headers: Mapping[str, str]  # the request's (a run's: its first request's), for identity and the user's token
-    body: dict[str, Any]  # the request, parsed once, checked, and its `input` the history as the client sent it
-    # The history as the agent runs it: rendered, calls paired with outputs, only the approvals the app signed
-    # honoured (the owner's customize_history is applied on top, turn/serve.py).
-    history: list[dict[str, Any]] = field(default_factory=list)
-    # For each item of `history`, the index of the client's item it stands for (None: an item of the stored
-    # conversation), so that an error about an item names the one the client sent.
-    sources: list[int | None] = field(default_factory=list)
-    turn: Turn | None = None  # with conversation memory on: the stored conversation's turn, ended by the turn's end
-    owner: str | None = None  # the caller's identity (identity.owner_of); None: none given, memory off
-    model: ModelFailure = field(default_factory=ModelFailure)  # the model's failure, and the input it ran on
-    run: RunAttempt | None = None  # a background run's attempt; None: a client's own request
-    return_trace_id: bool = False  # `x-mlflow-return-trace-id: true`: the answer's metadata names its trace
-    custom_outputs: dict[str, str] | None = None  # what every answer carries beside its items (turn/serve.py)
-    trace_id: str | None = None  # the turn's trace, for the answer's metadata (with return_trace_id; None: untraced)
+    Not a dataclass: MLflow's tracing writes a dataclass's every field into the trace (the run's context is among the
+    SDK call's arguments), and a turn's headers hold the user's token. A trace shows it by its repr, which names the
+    route, the caller and the conversation only.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        headers: Mapping[str, str],
+        body: dict[str, Any],
+        history: list[dict[str, Any]] | None = None,
+        sources: list[int | None] | None = None,
+        turn: Turn | None = None,
+    ) -> None:
+        self.path = path  # the route the client posted to (INVOCATIONS or RESPONSES): the shapes its answer takes
+        self.headers = headers  # the request's (a run's: its first request's), for identity and the user's token
+        self.body = body  # the request, parsed once and checked; its `input`, the history as the agent runs it
+        # The history as the agent runs it: rendered, calls paired with outputs, only the approvals the app signed
+        # honoured (the owner's customize_history is applied on top, turn/serve.py).
+        self.history = history if history is not None else []
+        # For each item of `history`, the index of the client's item it stands for (None: an item of the stored
+        # conversation), so that an error about an item names the one the client sent.
+        self.sources = sources if sources is not None else []
+        self.turn = turn  # with conversation memory on: the stored conversation's turn, ended by the turn's end
+        self.owner: str | None = None  # the caller's identity (identity.owner_of); None: none given, memory off
+        self.model = ModelFailure()  # the model's failure, and the input it ran on
+        self.run: RunAttempt | None = None  # a background run's attempt; None: a client's own request
+        self.return_trace_id = False  # `x-mlflow-return-trace-id: true`: the answer's metadata names its trace
+        self.custom_outputs: dict[str, str] | None = None  # what every answer carries beside its items (serve.py)
+        self.trace_id: str | None = None  # the turn's trace, for the answer's metadata (None: untraced, not asked)
+
+    def __repr__(self) -> str:
+        conversation = self.turn.conversation_id if self.turn is not None else None
+        return f"TurnContext(path={self.path!r}, owner={self.owner!r}, conversation={conversation!r})"
 
     @property
     def stream(self) -> bool:

@@ -60,8 +60,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     takes the second half of the longest queue. The template's longest tests wait seconds on the processes they
     start, and in collection order most came last (test_start_app.py, test_workers.py): a run ended with one
     process waiting on them and the others idle. Spread over the shares' starts, they wait while others compute.
-    The same tests run either way; only their order changes. A test that takes the api_mode fixture is marked
-    `api_modes`: it names its model and API mode itself, so the render's defaults do not change what it proves."""
+    Tests that share a server of their module's (a module-scoped fixture, as test_workers.py's app) go to one
+    share together, so that one process starts it once. The same tests run either way; only their order changes.
+    A test that takes the api_mode fixture is marked `api_modes`: it names its model and API mode itself, so the
+    render's defaults do not change what it proves."""
     for item in items:
         if "api_mode" in getattr(item, "fixturenames", ()):
             item.add_marker("api_modes")
@@ -73,15 +75,29 @@ def ordered_for_workers(items: list[pytest.Item], workers: int) -> list[pytest.I
     if workers < 2 or not waiting:
         return items
     others = [item for item in items if not item.get_closest_marker("waits")]
+    groups: dict[Any, list[pytest.Item]] = {}
+    for item in waiting:
+        groups.setdefault(sharing(item), []).append(item)
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for group in groups.values():  # in collection order, each to the share with the fewest so far
+        min(shares, key=len).extend(group)
     ordered: list[pytest.Item] = []
     left, taken = len(items), 0
     for share in range(workers):  # sized as worksteal sizes them: what is left, split among those left
         size = left // (workers - share)
-        firsts = waiting[share::workers]
+        firsts = shares[share]
         fill = max(0, size - len(firsts))
         ordered += firsts + others[taken : taken + fill]
         left, taken = left - size, taken + fill
     return ordered + others[taken:]
+
+
+def sharing(item: pytest.Item) -> Any:
+    """What a test that waits shares with others: its module and the module-scoped fixtures it uses, if any."""
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.items() if info else ()
+    shared = frozenset(name for name, defs in definitions if defs and defs[-1].scope == "module")
+    return (item.nodeid.split("::")[0], shared) if shared else item
 
 
 @pytest.fixture(autouse=True)

@@ -39,6 +39,7 @@ from agent_server.config.setting_types import (
     shown_text,
     text,
 )
+from agent_server.config.sign_in import SignInSettings
 
 ApiMode = Literal["chat_completions", "responses"]
 API_MODES: tuple[ApiMode, ...] = ("chat_completions", "responses")
@@ -277,6 +278,7 @@ class Settings:
     runs = Group(RunSettings)
     evaluation = Group(EvaluationSettings)
     page = Group(PageSettings)
+    sign_in = Group(SignInSettings)  # config/sign_in.py
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)

@@ -14,6 +14,7 @@ from agent_server.config import ApiMode
 from agent_server.history import approvals
 from agent_server.history.content_parts import assistant_text, check_chat_completions, input_content, tool_output
 from agent_server.history.errors import HistoryError, json_type, show
+from agent_server.history.tool_outputs import parts_in_text, unrepr
 from agent_server.history.tool_pairs import Rendered, orphan_output_message, pair_calls_with_outputs
 
 logger = logging.getLogger("agent_server.history")
@@ -129,7 +130,7 @@ def _mcp_call(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
     call = _function_call(item.get("id"), item.get("name"), item.get("arguments"), index, key="id")
     if item["type"] == "mcp_approval_request":
         return [call]
-    output = item.get("output") if item.get("error") in (None, "") else f"Error: {item['error']}"
+    output = parts_in_text(item.get("output")) if item.get("error") in (None, "") else f"Error: {item['error']}"
     if isinstance(item.get("approval_request_id"), str):  # an approved call: its call is the approval request
         return [_function_call_output(item["approval_request_id"], output, index, key="approval_request_id")]
     return [call, _function_call_output(call["call_id"], output, index, key="id")]
@@ -192,4 +193,7 @@ def _is_json_object(text: str) -> bool:
 def _function_call_output(call_id: Any, output: Any, index: int, key: str = "call_id") -> dict[str, Any]:
     if not isinstance(call_id, str):
         raise HistoryError(index, f"a tool output needs a '{key}' string")
-    return {"type": "function_call_output", "call_id": call_id, "output": tool_output(output, index)}
+    repaired = unrepr(output)
+    if repaired is not output:
+        logger.info("history: input[%d] is a tool output given as the Python repr of its parts: read as them", index)
+    return {"type": "function_call_output", "call_id": call_id, "output": tool_output(repaired, index)}

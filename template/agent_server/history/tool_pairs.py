@@ -22,6 +22,7 @@ repaired here (logged at INFO with the item's index; docs/history-shapes.md, "Re
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,9 +37,11 @@ INTERRUPTED_CALL_OUTPUT = "Error: this tool call was interrupted before it retur
 ID_PREFIXES = {"message": "msg_", "function_call": "fc_", "function_call_output": "fc_", "reasoning": "rs_"}
 
 
-def output_bound_call_id(call_id: str, output: str) -> str:
-    """The item id the app gives a call it answered: names that call's output among any others."""
-    digest = hashlib.sha256(f"{call_id}\x00{output}".encode()).hexdigest()
+def output_bound_call_id(call_id: str, output: str | list[dict[str, Any]]) -> str:
+    """The item id the app gives a call it answered: names that call's output (its text, or its parts) among any
+    others."""
+    text = output if isinstance(output, str) else json.dumps(output, sort_keys=True, ensure_ascii=False)
+    digest = hashlib.sha256(f"{call_id}\x00{text}".encode()).hexdigest()
     return f"{ID_PREFIXES['function_call']}{digest[:40]}"
 
 
@@ -164,8 +167,7 @@ def _chosen(call: _Call) -> tuple[int, dict[str, Any]]:
     if call.client_call_id.startswith(approvals.ID_PREFIX):
         return call.outputs[approvals.chosen_output([output for _, output in call.outputs])]
     for index, output in call.outputs:
-        text = output["output"]
-        if isinstance(text, str) and call.client_id == output_bound_call_id(call.client_call_id, text):
+        if call.client_id == output_bound_call_id(call.client_call_id, output["output"]):
             return index, output
     return call.outputs[-1]
 

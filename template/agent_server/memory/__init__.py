@@ -23,7 +23,8 @@ on the tables named here.
 from __future__ import annotations
 
 from agent_server.identity import LOCAL_OWNER, owner_of  # the caller's identity: agent_server/identity.py
-from agent_server.memory.database import check_database, close_memory, open_memory, store, transact
+from agent_server.memory import database, rate_counts
+from agent_server.memory.database import check_database, open_memory, store, transact
 from agent_server.memory.leases import HOLDER, INSTANCE, is_dead_predecessor
 from agent_server.memory.references import has_references
 from agent_server.memory.references import resolved as resolved_references
@@ -42,6 +43,13 @@ from agent_server.memory.turns import (
     keeps_own_history,
     start_turn,
 )
+
+
+async def close_memory() -> None:
+    """Shutdown: the rate counts' renewals stop (they run on the store), then the store closes."""
+    await rate_counts.stop()
+    await database.close_memory()
+
 
 __all__ = [
     "CONVERSATION_ID",

@@ -32,7 +32,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import llm
-from agent_server.errors import BadRequest, HttpError, NotFound, quoted, route_error
+from agent_server.errors import BadRequest, NotFound, Unavailable, quoted
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.identity import owner_of
 from agent_server.json_body import check_shown_text, small_json
@@ -60,12 +60,12 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         kept = await store()
         rows = await kept.items(owner, conversation_id)
         if rows is None:
-            return _not_found(conversation_id)
+            raise _not_found(conversation_id)
         earlier = await kept.branches(owner, conversation_id)
         if branch is not None:
             rows = await kept.branch_items(owner, conversation_id, branch)
             if not rows:
-                return route_error(NotFound(f"Conversation {quoted(conversation_id)} has no branch {branch}."))
+                raise NotFound(f"Conversation {quoted(conversation_id)} has no branch {branch}.")
         stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
         shown = waiting_shown(stored, llm.llm_settings().api)
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
@@ -97,7 +97,9 @@ async def rename_conversation(conversation_id: str, request: Request) -> Respons
             return connection.execute(statements.RETITLE, {**named, "new_title": title}).rowcount > 0
 
         renamed = await (await store()).run(retitle, write=True)
-        return JSONResponse({"id": conversation_id, "title": title}) if renamed else _not_found(conversation_id)
+        if not renamed:
+            raise _not_found(conversation_id)
+        return JSONResponse({"id": conversation_id, "title": title})
 
     return await for_caller(request, answer)
 
@@ -123,7 +125,9 @@ def checked_title(body: Any) -> str:
 async def delete_conversation(conversation_id: str, request: Request) -> Response:
     async def answer(owner: str) -> Response:
         deleted = await (await store()).delete(owner, conversation_id)
-        return Response(status_code=204) if deleted else _not_found(conversation_id)
+        if not deleted:
+            raise _not_found(conversation_id)
+        return Response(status_code=204)
 
     return await for_caller(request, answer)
 
@@ -131,14 +135,15 @@ async def delete_conversation(conversation_id: str, request: Request) -> Respons
 async def for_caller(
     request: Request, answer: Callable[[str], Awaitable[Response]], kept: str = "conversations", what: str = ""
 ) -> Response:
-    """`answer` for the caller, with memory on (the routes of its `kept`: conversations, memories); any HttpError
-    as its route error, naming `what` is unavailable if the store is."""
+    """`answer` for the caller, with memory on (the routes of its `kept`: conversations, memories); an Unavailable
+    store names `what` is unavailable (the app's handler answers every HttpError)."""
+    if not enabled():
+        raise NotFound(f"This app keeps no {kept} (MEMORY_BACKEND=none).")
     try:
-        if not enabled():
-            raise NotFound(f"This app keeps no {kept} (MEMORY_BACKEND=none).")
         return await answer(owner_of(request.headers))
-    except HttpError as error:
-        return route_error(error, what=what or "Conversation memory")
+    except Unavailable as error:
+        error.what = what or error.what
+        raise
 
 
 def waiting_shown(stored: list[dict[str, Any]], api: ApiMode) -> list[Rendered]:
@@ -173,5 +178,5 @@ def closed_approvals(items: list[dict[str, Any]], conversation_id: str) -> dict[
     return {} if why is None else {call_id: "expired" if why == approvals.EXPIRED else "not_verified"}
 
 
-def _not_found(conversation_id: str) -> Response:
-    return route_error(NotFound(f"You have no conversation {quoted(conversation_id)}."))
+def _not_found(conversation_id: str) -> NotFound:
+    return NotFound(f"You have no conversation {quoted(conversation_id)}.")

@@ -30,11 +30,12 @@ def _insert_if_absent(connection: sa.Connection, table: sa.Table, rows: Sequence
     connection.execute(dialect.insert(table).on_conflict_do_nothing(), list(rows))
 
 
-def signing_key(connection: sa.Connection) -> str:
-    """The store's key for approval requests: made now if it has none."""
-    row = {"name": KEY_NAME, "key": secrets.token_hex(32), "created_at": time.time()}
+def signing_key(connection: sa.Connection, name: str = KEY_NAME) -> str:
+    """The store's key called `name` (approval requests', or sign-in's cookies': sign_in/keys.py): made now if it
+    has none."""
+    row = {"name": name, "key": secrets.token_hex(32), "created_at": time.time()}
     _insert_if_absent(connection, approval_keys, [row])
-    return str(connection.scalar(sa.select(approval_keys.c.key).where(approval_keys.c.name == KEY_NAME)))
+    return str(connection.scalar(sa.select(approval_keys.c.key).where(approval_keys.c.name == name)))
 
 
 def answers_given(owner: str, ids: Sequence[str], connection: sa.Connection) -> dict[str, bool]:

@@ -40,7 +40,7 @@ def set_aside(connection: sa.Connection, owner: str, conversation_id: str, keep:
     number = connection.scalar(
         sa.select(sa.func.coalesce(sa.func.max(branches.c.branch), 0) + 1).where(of(owner, conversation_id))
     )
-    copied = sa.select(*(items.c[name] for name in COPIED), sa.literal(int(number)), sa.literal(now)).where(mine)
+    copied = sa.select(*(items.c[name] for name in COPIED), sa.literal(int(number or 1)), sa.literal(now)).where(mine)
     connection.execute(branches.insert().from_select([*COPIED, "branch", "set_aside_at"], copied))
     connection.execute(items.delete().where(mine, items.c.seq >= cut))
     return int(cut), keep

@@ -107,10 +107,8 @@ def private_sqlite_file(path: str) -> None:
 
 
 async def close_memory() -> None:
+    """The store closed, after what runs on it (memory.close_memory stops the shared rate counts first)."""
     global _store, _leases
-    from agent_server.memory import rate_counts  # it reaches the store through this module
-
-    await rate_counts.stop()
     if _leases is not None:
         await _leases.stop()
         _leases = None

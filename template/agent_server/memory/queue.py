@@ -5,7 +5,7 @@ came before it, with their answers in its history (as Databricks' DurableAgentSe
 A turn that finds its conversation busy (store.py's Busy) takes a ticket in `agent_turn_queue` (schema.py): its
 owner, conversation, an increasing ticket, and the lease it will hold the conversation with. Then it tries again,
 after a pause that grows from FIRST_PAUSE to LAST_PAUSE, or at once when a turn of this process gives the
-conversation back (`given_back`). The lease goes only to a turn that no live waiter came before (statements.TAKE),
+conversation back (waiters.py). The lease goes only to a turn that no live waiter came before (statements.TAKE),
 so on one database, across workers and instances, turns run in the order they reached it, not in the order their
 tries happen to land. A turn that has not waited takes a free conversation only if nobody waits for it, in the
 same one statement as before (PostgreSQL's statements.TAKE_AND_READ): no round trip more.
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from agent_server.errors import Conflict
-from agent_server.memory import turn_transactions
+from agent_server.memory import turn_transactions, waiters
 from agent_server.memory.records import Busy, StoredItem, Unavailable
 from agent_server.memory.schema import turn_queue
 from agent_server.memory.settings import memory_settings
@@ -41,8 +41,6 @@ FIRST_PAUSE, LAST_PAUSE = 0.05, 0.5  # between a waiter's tries, doubling
 WAITER_SECONDS = 5.0  # how long a try keeps a waiter's place: ten tries' time
 GONE_SECONDS = 60.0  # a place this long out of date is deleted, by the next turn that starts to wait
 
-_waiting: dict[tuple[str, str], set[asyncio.Event]] = {}  # this process's waiters, by conversation
-
 
 async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[StoredItem]:
     """The conversation's stored items, once this turn, which found it busy, holds it with `lease`: after the turns
@@ -54,9 +52,15 @@ async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[Stored
     if limit <= 0:
         raise _busy(conversation_id, "is answering another request")
     store, hold, arrived = await database.store(), database.turn_lease_seconds(), time.monotonic()
-    stirred = asyncio.Event()
-    _waiting.setdefault((owner, conversation_id), set()).add(stirred)
     turn_starts.waiting()  # the next turn may start meanwhile
+    with waiters.waiting(owner, conversation_id) as stirred:
+        return await _in_turn(store, owner, conversation_id, lease, hold, limit, arrived, stirred)
+
+
+async def _in_turn(
+    store: Store, owner: str, conversation_id: str, lease: str, hold: float, limit: float, arrived: float,
+    stirred: asyncio.Event,
+) -> list[StoredItem]:  # fmt: skip
     try:
         ticket = await store.run(functools.partial(_enqueue, owner, conversation_id, lease), write=True)
         pause = FIRST_PAUSE
@@ -76,17 +80,6 @@ async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[Stored
     except BaseException:  # the wait's end, a hang-up, or the request's task cancelled (a run's, the server's stop)
         await _give_up(store, owner, conversation_id, lease)
         raise
-    finally:
-        waiters = _waiting.get((owner, conversation_id), set())
-        waiters.discard(stirred)
-        if not waiters:
-            _waiting.pop((owner, conversation_id), None)
-
-
-def given_back(owner: str, conversation_id: str) -> None:
-    """A turn of this process gave the conversation back (or a waiter left): its waiters here try at once."""
-    for stirred in _waiting.get((owner, conversation_id), ()):
-        stirred.set()
 
 
 def _busy(conversation_id: str, why: str) -> Conflict:
@@ -98,7 +91,7 @@ async def _give_up(store: Store, owner: str, conversation_id: str, lease: str) -
     """Leave the queue, and give the conversation back if this waiter took it as it was stopped."""
     with contextlib.suppress(Unavailable):  # its place and the lease run out by themselves
         await asyncio.shield(store.run(functools.partial(_leave, owner, conversation_id, lease), write=True))
-    given_back(owner, conversation_id)
+    waiters.given_back(owner, conversation_id)
 
 
 # --- the queue's transactions (store.run runs each) ------------------------------------------------------------

@@ -6,14 +6,16 @@ model's earlier items by id: `{"type": "item_reference", "id": "msg_…"}` for a
 tool call's `call_id`) for a tool the app ran, once for the call and once for its result. The app keeps every
 answered item with its conversation, so it can answer them as the API does: each id names an item of one of the
 caller's conversations, which becomes the turn's conversation when the request names none (the one holding most
-of the ids, if a model server reused one). A tool call's id
-brings the call and its output. An id the caller has no item for is a 400 that says how to send items whole.
+of the ids, if a model server reused one; with no message's id, the latest holding a call by one of the ids). A
+tool call's id brings the call and its output. An id the caller has no item for is a 400 that says how to send
+items whole.
 An item a turn set aside (branches.py) is still the caller's: a client that goes back to an earlier branch, by the ids
 of its items, continues it (merge.py), rather than meeting a 400 it could never get past.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,7 +91,26 @@ async def _conversation_of(owner: str, ids: list[str]) -> str | None:
         )
         return connection.execute(query).scalar()
 
-    return await (await store()).run(lambda connection: find(connection, items_table) or find(connection, branches))
+    def found(connection: sa.Connection) -> str | None:
+        by_item = find(connection, items_table) or find(connection, branches)
+        return by_item or _of_calls(connection, owner, ids, items_table) or _of_calls(connection, owner, ids, branches)
+
+    return await (await store()).run(found)
+
+
+def _of_calls(connection: sa.Connection, owner: str, ids: list[str], table: sa.Table) -> str | None:
+    """The caller's latest conversation with a tool call by one of these ids: an `mcp_call`'s id is its call's
+    `call_id`, which is inside the stored item (as json.dumps writes it), not its item id."""
+    named = [table.c.item.contains(f'"call_id": {json.dumps(call_id)}', autoescape=True) for call_id in ids]
+    ours = sa.and_(conversations.c.owner == owner, conversations.c.id == table.c.conversation_id)
+    query = (
+        sa.select(table.c.conversation_id)
+        .join(conversations, ours)
+        .where(table.c.owner == owner, sa.or_(*named))
+        .order_by(conversations.c.updated_at.desc())
+        .limit(1)
+    )
+    return connection.execute(query).scalar()
 
 
 def _by_id(rows: list[Any]) -> dict[str, list[dict[str, Any]]]:

@@ -39,6 +39,7 @@ import sqlalchemy as sa
 
 from agent_server import config
 from agent_server.config import ConfigurationError, MemoryBackend
+from agent_server.identity import SIGNED_IN_HEADER
 
 SQLITE_FILE = "conversations.db"
 
@@ -67,19 +68,20 @@ class MemorySettings:
             check_long_term(current)
         if variables.backend == "none":
             return cls("none")
-        deployment = current.deployment
-        if deployment.deployed and not deployment.on_databricks_apps and variables.user_header is None:
+        deployment, user_header = current.deployment, identity_header(current)
+        if deployment.deployed and not deployment.on_databricks_apps and user_header is None:
             # Off Databricks Apps nothing says who calls: one owner for everyone would show each user's
             # conversations to all the others.
             raise ConfigurationError(
                 f"MEMORY_BACKEND={variables.backend} on a deployed app (APP_ENV=production) needs MEMORY_USER_HEADER, "
-                "the header your sign-in proxy sets to the user's identity; or set MEMORY_BACKEND=none"
+                "the header your sign-in proxy sets to the user's identity, or OpenID Connect sign-in (OIDC_ISSUER, "
+                "docs/sign-in.md); or set MEMORY_BACKEND=none"
             )
         return cls(
             variables.backend,
             url=database_url(variables),
             lakebase_instance=variables.lakebase_instance,
-            user_header=variables.user_header,
+            user_header=user_header,
             max_age_days=variables.max_age_days,
             max_items=variables.max_items,
             max_turn_bytes=variables.max_turn_bytes,
@@ -101,13 +103,18 @@ def check_long_term(current: config.Settings) -> None:
             "or LONG_TERM_MEMORY=false"
         )
     host = deployment.listen_on[0]
-    if not deployment.on_databricks_apps and variables.user_header is None and not config.is_loopback(host):
+    if not deployment.on_databricks_apps and identity_header(current) is None and not config.is_loopback(host):
         # Locally (loopback) there is one user, `local`; a host others reach would give them all that one's facts.
         raise ConfigurationError(
             f"LONG_TERM_MEMORY=true keeps facts per user, and nothing names the user: listening on {host}, everyone "
-            "would be the one owner `local` and recall each other's facts. Set MEMORY_USER_HEADER (the header your "
-            "sign-in proxy sets), or LONG_TERM_MEMORY=false"
+            "would be the one owner `local` and recall each other's facts. Set OIDC_ISSUER (sign-in), or "
+            "MEMORY_USER_HEADER (the header your sign-in proxy sets), or LONG_TERM_MEMORY=false"
         )
+
+
+def identity_header(current: config.Settings) -> str | None:
+    """The header that names the user off Databricks Apps: sign-in's (identity.py), or the owner's proxy's."""
+    return SIGNED_IN_HEADER if current.sign_in.enabled else current.memory.user_header
 
 
 def database_url(variables: config.MemoryVariables) -> sa.URL:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent_server.memory import branches, engines, queue, statements, turn_transactions
+from agent_server.memory import branches, engines, statements, turn_transactions, waiters
 from agent_server.memory.records import Busy, Conversation, StoredItem, Unavailable
 from agent_server.memory.schema import SchemaTooNew, conversations, items, migrate
 
@@ -88,14 +88,14 @@ class Store:
                 keep=keep,
             )  # fmt: skip
             await self._run(finish, write=True)
-            queue.given_back(owner, conversation_id)
+            waiters.given_back(owner, conversation_id)
             return
         # One statement, one round trip (turn_transactions.py); the same `now` if it runs again.
         in_one = functools.partial(
             turn_transactions.finish_turn_in_one_statement, owner, conversation_id, lease, turn, title, time.time()
         )
         held = await self._run(in_one, write=True, each_statement_alone=True)
-        queue.given_back(owner, conversation_id)
+        waiters.given_back(owner, conversation_id)
         if held is not None and 0 < max_items < held:  # under the limit (most turns), nothing more to do
             await self._run(functools.partial(turn_transactions.keep_newest, owner, conversation_id, max_items), True)
 
@@ -103,7 +103,7 @@ class Store:
         """Give the lease back, storing nothing (a turn that failed or was stopped); a conversation with
         nothing stored (its first turn failed) is not kept."""
         await self._run(functools.partial(turn_transactions.release, owner, conversation_id, lease), write=True)
-        queue.given_back(owner, conversation_id)
+        waiters.given_back(owner, conversation_id)
 
     async def conversations(self, owner: str, limit: int = 100) -> list[Conversation]:
         return await self._run(functools.partial(_conversations, owner, limit))

@@ -6,14 +6,18 @@
                         "set_aside_at", "items", "trace_ids"}]}], "runs": [{..., "request", "events"}],
                         "memories": [...], "approval_answers": [...], "trace_ids": [...]}
     DELETE /me          {"deleted": {"conversations", "items", "branch_items", "runs", "run_events", "memories",
-                        "approval_answers", "waiting_turns"}, "about"}: all of it, in one transaction
+                        "approval_answers", "waiting_turns", "traces"}, "about"}: all of it, in one transaction
+                        (the traces, in the trace store, after it)
 
-Both answer for the caller alone (identity.owner_of), and read or delete by owner in every statement. What the app
-keeps elsewhere is named, not copied: each answer's MLflow trace (the turn's inputs and outputs, and the feedback
-given on it, as its `user_feedback` assessment) is listed by id in `trace_ids`; traces stay in MLflow, pruned by
-its own limits (TRACES_MAX_AGE_DAYS locally), and DELETE /me does not reach them. With memory off nothing is kept
-server-side but those traces, and the answers say so. Each request is logged as one line of counts, no content.
-The export reads one conversation (or run) a transaction: a turn that ends during it may or may not be in it.
+Both answer for the caller alone (identity.owner_of), and read or delete by owner in every statement. Each answer's
+MLflow trace (the turn's inputs and outputs, and the feedback given on it, as its `user_feedback` assessment) is
+kept in MLflow: the export lists them by id in `trace_ids`, and DELETE /me deletes the caller's traces from the
+trace store the app writes to (observability/your_traces.py), counting them in `deleted.traces`; `about` names what
+the app cannot delete there (on Databricks, the copies the workspace keeps). A run still running is stopped by its
+process, on any instance, at its next write or heartbeat, and writes nothing after the delete (runs/store.py's
+fence). With memory off nothing is kept server-side but those traces, and the answers say so. Each request is
+logged as one line of counts, no content. The export reads one conversation (or run) a transaction: a turn that
+ends during it may or may not be in it.
 """
 
 from __future__ import annotations
@@ -28,22 +32,23 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
-from agent_server.errors import HttpError, route_error
 from agent_server.identity import owner_of
 from agent_server.memory import branches, facts, turn_transactions
 from agent_server.memory.database import store
 from agent_server.memory.schema import approval_answers, conversations, items, run_events, runs, turn_queue
 from agent_server.memory.settings import enabled
 from agent_server.memory.store import Store, StoredItem, Unavailable
+from agent_server.observability import your_traces
 
 logger = logging.getLogger("agent_server.memory")
 router = APIRouter(prefix="/me", include_in_schema=False)
 
 TRACES = (
     "Each answer's MLflow trace holds the turn's inputs and outputs, and any feedback given on it (its user_feedback "
-    "assessment). Traces are kept in MLflow, not in this app's store: `trace_ids` lists them, and DELETE /me does not "
-    "delete them; they go with the trace store's own limits (TRACES_MAX_AGE_DAYS for the local store)."
+    "assessment). Traces are kept in MLflow, not in this app's store: `trace_ids` lists them, and DELETE /me deletes "
+    "them from the app's trace store (TRACES_MAX_AGE_DAYS prunes the local store meanwhile)."
 )
 NOTHING_KEPT = "This app keeps nothing about you server-side (MEMORY_BACKEND=none): your client keeps your chats. "
 EVENTS_PAGE = 500
@@ -51,12 +56,10 @@ EVENTS_PAGE = 500
 
 @router.get("/export")
 async def export(request: Request) -> Response:
-    try:
-        owner = owner_of(request.headers)
-        kept = await store() if enabled() else None
-    except HttpError as error:
-        return route_error(error)
-    head = {"owner": owner, "exported_at": time.time(), "about": TRACES if kept else NOTHING_KEPT + TRACES}
+    owner = owner_of(request.headers)
+    kept = await store() if enabled() else None
+    about = TRACES + your_traces.platform_note()
+    head = {"owner": owner, "exported_at": time.time(), "about": about if kept else NOTHING_KEPT + about}
     if kept is None:
         empty: dict[str, list[Any]] = dict.fromkeys(("conversations", "runs", "memories", "approval_answers"), [])
         empty["trace_ids"] = []
@@ -65,7 +68,8 @@ async def export(request: Request) -> Response:
     try:
         listed = await kept.run(functools.partial(_listed, owner))  # a failed store is a 503 before the stream starts
     except Unavailable as error:
-        return route_error(error, what="Memory")
+        error.what = "Memory"
+        raise
     return StreamingResponse(
         _document(kept, owner, head, *listed),
         media_type="application/json",
@@ -158,27 +162,34 @@ def _approval_answers(owner: str, connection: sa.Connection) -> list[dict[str, A
 
 @router.delete("")
 async def delete_everything(request: Request) -> Response:
+    owner = owner_of(request.headers)
     try:
-        owner = owner_of(request.headers)
         deleted = await (await store()).run(functools.partial(_delete, owner), write=True) if enabled() else {}
-    except HttpError as error:
-        return route_error(error, "Nothing was deleted. Try again.", "Memory")
-    kinds = ("conversations", "items", "branch_items", "runs", "run_events", "memories", "approval_answers")
-    kinds += ("waiting_turns",)
-    counts = {name: deleted.get(name, 0) for name in kinds}
+    except Unavailable as error:
+        error.what, error.then = "Memory", "Nothing was deleted. Try again."
+        raise
+    traces = await run_in_threadpool(your_traces.delete_traces_of, owner)  # after the store: no turn adds one now
+    kinds: tuple[str, ...] = ("conversations", "items", "branch_items", "runs", "run_events", "memories")
+    kinds += ("approval_answers", "waiting_turns")
+    counts = {name: deleted.get(name, 0) for name in kinds} | {"traces": traces.count}
     logger.info("memory: a user deleted their data: %s", ", ".join(f"{n} {name}" for name, n in counts.items()))
-    return JSONResponse({"deleted": counts, "about": TRACES if enabled() else NOTHING_KEPT + TRACES})
+    return JSONResponse({"deleted": counts, "about": traces.about if enabled() else NOTHING_KEPT + traces.about})
 
 
 def _delete(owner: str, connection: sa.Connection) -> dict[str, int]:
     """Every row of the owner's, in one transaction; how many of each kind."""
-    theirs = sa.select(runs.c.id).where(runs.c.owner == owner)
+    theirs = list(connection.scalars(sa.select(runs.c.id).where(runs.c.owner == owner)))
     return {
         "items": connection.execute(items.delete().where(items.c.owner == owner)).rowcount,
         "branch_items": branches.delete(connection, owner),
         "conversations": connection.execute(conversations.delete().where(conversations.c.owner == owner)).rowcount,
-        "run_events": connection.execute(run_events.delete().where(run_events.c.run_id.in_(theirs))).rowcount,
+        # The runs first: a live run's write under way holds its row until its events are in, which go next; a
+        # write after this finds no row and is refused (runs/store.py's fence), and its process stops the run.
         "runs": connection.execute(runs.delete().where(runs.c.owner == owner)).rowcount,
+        "run_events": sum(
+            connection.execute(run_events.delete().where(run_events.c.run_id.in_(theirs[n : n + 500]))).rowcount
+            for n in range(0, len(theirs), 500)
+        ),
         "memories": facts.forget_all(owner, connection),
         "approval_answers": connection.execute(
             approval_answers.delete().where(approval_answers.c.owner == owner)

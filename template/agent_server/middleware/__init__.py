@@ -7,7 +7,7 @@
 - head_deadline.py: uvicorn's HTTP protocol with a deadline for a request's head.
 
 Only what applies to every route is here: what only a turn needs is in turn/ (its checks, its user's fair share:
-scheduling/rate_limits.py). This face holds what they share: the base class (acting on HTTP requests, passing
+turn/rate_limits.py). This face holds what they share: the base class (acting on HTTP requests, passing
 anything else, such as lifespan, on), and the body reader, which every route that takes a body uses.
 """
 

@@ -33,7 +33,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from agent_server import config, identity
-from agent_server.errors import BadRequest, HttpError, NotFound, TooLarge, quoted, route_error
+from agent_server.errors import BadRequest, NotFound, TooLarge, quoted
 from agent_server.json_body import check_shown_text, small_json
 from agent_server.observability import tracing
 
@@ -49,14 +49,11 @@ NO_TRACES = "This app keeps no traces (MLFLOW_TRACE_SAMPLING_RATIO=0), so there 
 
 @router.post("/feedback")
 async def give_feedback(request: Request) -> Response:
-    try:
-        owner = identity.owner_of(request.headers)
-        limit = 4 * config.settings().traces.feedback_chars + 4096  # the comment, however escaped, and the rest
-        trace_id, value, comment = checked(await small_json(request, limit, "feedback"))
-    except HttpError as error:
-        return route_error(error)
+    owner = identity.owner_of(request.headers)
+    limit = 4 * config.settings().traces.feedback_chars + 4096  # the comment, however escaped, and the rest
+    trace_id, value, comment = checked(await small_json(request, limit, "feedback"))
     if tracing.records_nothing():
-        return route_error(NotFound(NO_TRACES))
+        raise NotFound(NO_TRACES)
     async with _one_at_a_time(trace_id):
         return await run_in_threadpool(_recorded, trace_id, owner, value, comment)
 
@@ -86,15 +83,12 @@ MAX_READ = 100
 
 @router.get("/feedback")
 async def read_feedback(request: Request) -> Response:
-    try:
-        owner = identity.owner_of(request.headers)
-        trace_ids = list(dict.fromkeys(request.query_params.getlist("trace_id")))
-        if len(trace_ids) > MAX_READ:
-            raise BadRequest(f"At most {MAX_READ} trace ids at once; this asks {len(trace_ids)}.", "trace_id")
-        if bad := [trace_id for trace_id in trace_ids if not TRACE_ID.fullmatch(trace_id)]:
-            raise BadRequest(f"{quoted(bad[0])} is not a trace id an answer carries.", "trace_id")
-    except HttpError as error:
-        return route_error(error)
+    owner = identity.owner_of(request.headers)
+    trace_ids = list(dict.fromkeys(request.query_params.getlist("trace_id")))
+    if len(trace_ids) > MAX_READ:
+        raise BadRequest(f"At most {MAX_READ} trace ids at once; this asks {len(trace_ids)}.", "trace_id")
+    if bad := [trace_id for trace_id in trace_ids if not TRACE_ID.fullmatch(trace_id)]:
+        raise BadRequest(f"{quoted(bad[0])} is not a trace id an answer carries.", "trace_id")
     if tracing.records_nothing() or not trace_ids:
         return JSONResponse({"feedback": {}})
     return JSONResponse({"feedback": await run_in_threadpool(_given, trace_ids, owner)})
@@ -112,7 +106,7 @@ def _given(trace_ids: list[str], owner: str) -> dict[str, dict[str, Any]]:
 def _recorded(trace_id: str, owner: str, value: bool, comment: str | None) -> Response:
     trace = _owned_trace(trace_id, owner)
     if trace is None:
-        return route_error(NotFound(f"You have no answer with the trace id {quoted(trace_id)}.", "trace_id"))
+        raise NotFound(f"You have no answer with the trace id {quoted(trace_id)}.", "trace_id")
     assessment, replaced = record(trace, owner, value, comment)
     return JSONResponse(
         {

@@ -5,7 +5,8 @@
 - LOG_FORMAT: text, or json (one JSON object per line, which log search tools read field by field).
   The default is json when deployed (Databricks Apps, or APP_ENV=production), text otherwise.
 
-A tool that fails is logged here too (`tool_failure`), with its exception and traceback.
+A tool that fails is logged here too (`tool_failure`), with its exception and traceback. Sign-in's codes never are
+(NoSignInCodes).
 """
 
 from __future__ import annotations
@@ -54,6 +55,17 @@ class ExpectedFailures(logging.Filter):
         return True
 
 
+class NoSignInCodes(logging.Filter):
+    """The access log's line for sign-in's callback (sign_in/flow.py) without its query, which holds the provider's
+    one-time code: codes and tokens never reach a log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) > 2 and str(args[2]).startswith("/sign-in/callback?"):
+            record.args = (*args[:2], "/sign-in/callback?(not logged)", *args[3:])
+        return True
+
+
 def log_config(current: config.Settings | None = None) -> dict[str, Any]:
     """A logging.config dictionary for LOG_LEVEL and LOG_FORMAT; ConfigurationError for a bad value."""
     current = current or config.settings()
@@ -70,12 +82,13 @@ def log_config(current: config.Settings | None = None) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"app": formatter},
+        "filters": {"no_codes": {"()": f"{__name__}.NoSignInCodes"}},
         "handlers": {"app": handler},
         "root": {"level": level, "handlers": ["app"]},
         "loggers": {
             "uvicorn": quiet,
             "uvicorn.error": quiet,
-            "uvicorn.access": quiet,
+            "uvicorn.access": {**quiet, "filters": ["no_codes"]},
             "httpx": clients,
             "httpx2": clients,
         },

@@ -11,7 +11,7 @@ then `data: [DONE]`. Each event is stored as the JSON it was sent as, so a repla
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from agent_server.runs.store import Run
@@ -30,27 +30,9 @@ def framed(data: str) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
-def numbered(event: dict[str, Any], sequence_number: int, data: str | None = None) -> str:
-    """The event's JSON text with its sequence number. `data`: the event as it came, encoded already (MLflow's
-    stream), which takes the number without being encoded again."""
-    if data is None or not event or "sequence_number" in event or not data.endswith("}"):
-        return json.dumps({**event, "sequence_number": sequence_number})
-    return f'{data[:-1]}, "sequence_number": {sequence_number}}}'
-
-
-class SseReader:
-    """The data of each server-sent event in a byte stream, however its chunks split the events."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    def feed(self, chunk: bytes) -> Iterator[str]:
-        self._buffer += chunk
-        while (end := self._buffer.find(b"\n\n")) >= 0:
-            block, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
-            lines = [line[5:].removeprefix(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
-            if lines:
-                yield b"\n".join(lines).decode()
+def numbered(event: dict[str, Any], sequence_number: int) -> str:
+    """The event's JSON text with its sequence number: the one time the event is encoded."""
+    return json.dumps({**event, "sequence_number": sequence_number})
 
 
 class Output(list[dict[str, Any]]):

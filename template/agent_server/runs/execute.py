@@ -26,9 +26,9 @@ from agent_server.memory import HOLDER, Unavailable
 from agent_server.runs import events, store
 from agent_server.runs.live import LiveRun, StreamTooLong, error_event
 from agent_server.runs.store import Run
-from agent_server.scheduling import rate_limits, turn_starts
+from agent_server.scheduling import turn_starts
 from agent_server.turn import events as serve_events
-from agent_server.turn import prepare
+from agent_server.turn import prepare, rate_limits
 from agent_server.turn.responses_api import shaper
 from agent_server.turn.responses_shapes import interrupted_calls, items_announced, unfinished
 from agent_server.turn_context import INVOCATIONS, RESPONSES, RunAttempt, TurnContext

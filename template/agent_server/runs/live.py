@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -47,14 +46,16 @@ class LiveRun:
         self.ended = asyncio.Event()
         self.cancel_requested = False  # the client's cancel: the partial turn is kept
         self.handing_over = False  # the app is stopping: another process resumes the run
+        self.lost = False  # no longer this process's (lose): it writes nothing more
+        self.ending = False  # its last event is being written (push_last): its end is under way
         self._changed = asyncio.Event()
         self._flush_lock = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
         self._status_written = run.status
 
-    async def push(self, event: dict[str, Any], encoded: str | None = None) -> None:
-        """Add the run's next event; `encoded`: its JSON text as it came, numbered without encoding it again."""
-        data = events.numbered(event, len(self.events), encoded)
+    async def push(self, event: dict[str, Any]) -> None:
+        """Add the run's next event, encoded once with its number."""
+        data = events.numbered(event, len(self.events))
         limit = config.settings().runs.max_event_bytes
         if self.run.events_bytes + len(data) > limit:
             raise StreamTooLong(f"The run's stream passed RUNS_MAX_EVENT_BYTES={limit} bytes; it was stopped.")
@@ -68,6 +69,7 @@ class LiveRun:
         """The run's last event (response.completed, .failed, ...), always written: with the run's output if that
         fits in RUNS_MAX_EVENT_BYTES, else with none (the items before it in the stream hold the output, and GET's
         answer has it). Without it, the event is small: a run's bytes pass the limit by that much at most."""
+        self.ending = True
         data = events.numbered(events.terminal(self.run, output), len(self.events))
         if self.run.events_bytes + len(data) > config.settings().runs.max_event_bytes:
             none = copy.copy(output)  # the same kind of list, and what it says beside its items
@@ -83,10 +85,26 @@ class LiveRun:
     async def tool_call_started(self, item: dict[str, Any]) -> None:
         """Written at once: after a crash, a call that was running is known, and not made again unasked."""
         self.run.started_calls.append(item)
+        if self.lost:
+            return
         try:
-            await memory.transact(store.started_calls(self.run), write=True)
+            if not await memory.transact(store.started_calls(self.run), write=True):
+                self.lose()  # the call is not made: the run's task is cancelled before it starts
         except Unavailable as error:
             logger.warning("runs: could not store a tool call of run %s: %s", self.run.id, error)
+
+    def lose(self) -> None:
+        """The run is no longer this process's: another process claimed it (this one's heartbeats stopped past its
+        hold: a blocked loop, a lost database, a paused machine), or its owner deleted it. Its work here stops at
+        once: its task is cancelled as at a hand-over, which writes no event, no status and no turn (store.holds
+        refuses them anyway, and the claim took the conversation's lease)."""
+        if self.lost or self.ending or self.handing_over or self.ended.is_set():
+            return  # its own end, or a hand-over, is under way: what it writes is fenced all the same
+        self.lost = self.handing_over = True
+        logger.warning("runs: run %s is no longer this process's (another process took it, or it was deleted): "
+                       "its work here stops", self.run.id)  # fmt: skip
+        if self.task is not None:
+            self.task.cancel()
 
     def close(self) -> None:
         """The run ended here (or went to another process): its followers here are told."""
@@ -113,12 +131,17 @@ class LiveRun:
         async with self._flush_lock:
             pending, first = self.events[self.stored :], self.stored
             status = self.run.status if self.run.status != self._status_written else None
+            if self.lost:
+                return False
             if not pending and status is None:
                 return True
             try:
-                await memory.transact(store.append(self.run.id, first, pending, status), write=True)
+                written = await memory.transact(store.append(self.run, first, pending, status), write=True)
             except Unavailable as error:  # kept in memory, and written with the next batch
                 logger.warning("runs: could not store %d events of run %s: %s", len(pending), self.run.id, error)
+                return False
+            if not written:
+                self.lose()
                 return False
             self.stored = first + len(pending)
             self._status_written = status or self._status_written
@@ -154,8 +177,11 @@ class LiveRun:
                     yield b"".join(events.framed(data) for data in written)
                     continue  # more may have been written meanwhile, the last event among them
                 if self.ended.is_set():
-                    return
+                    break
                 await changed.wait()
+            if self.lost:  # it goes on where its holder writes it (or, deleted, ends)
+                async for framed in follow_stored(self.run.id, self.run.owner, cursor, {}):
+                    yield framed
         finally:
             self.followers -= 1
 
@@ -182,10 +208,3 @@ async def follow_stored(run_id: str, owner: str, cursor: int, running: dict[str,
 def error_event(status: int, body: dict[str, Any]) -> dict[str, Any]:
     """The stream's error event: the app's one error shape, and the status the synchronous path answers."""
     return {"type": "error", "status": status, "error": body["error"]}
-
-
-def parsed(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None

@@ -6,12 +6,17 @@
 - In the same beat it claims runs whose holder stopped beating, on any instance that shares the database: a
   run whose process died is claimed within four beats (20 s) of its last one, and at once
   by a process that starts on the same instance (its holder's process no longer runs, as for turn leases).
+- Fencing: a run's writes (its events, its tool calls, its end) are accepted only from its holder and start
+  (store.holds, checked in the write's own statement), and its turn only under the conversation's lease, which the
+  claim takes from the old holder. A process that stalled past its hold (a blocked loop, a lost database, a paused
+  machine) learns it lost the run at its next write or heartbeat, and stops the run's work there at once, writing
+  nothing (live.LiveRun.lose); so does the process of a run its owner deleted (DELETE /me).
 - A claimed run is resumed from its finished items (execute.py), up to MAX_ATTEMPTS starts; or fails, saying
   that the server stopped, when it calls the model as the user (LLM_ON_BEHALF_OF_USER), whose token is gone.
 - On SIGTERM the app lets its runs finish for RUNS_SHUTDOWN_GRACE_SECONDS (half while uvicorn drains the
   connections, half after), then hands the rest over: another process (or this app's next start) resumes them.
 - Runs ended (or abandoned) more than RUNS_MAX_AGE_HOURS ago are deleted with their events (and no read finds
-  one meanwhile: store.oldest_kept).
+  one meanwhile: store.oldest_kept); so are events whose run is gone.
 """
 
 from __future__ import annotations
@@ -102,11 +107,16 @@ async def beat() -> None:
     """One heartbeat: this process's runs kept, their cancels picked up, orphans claimed."""
     now = time.time()
     if execute.RUNNING:
-        beating = store.heartbeat(HOLDER, list(execute.RUNNING), now + run_hold_seconds())
-        cancelled: list[str] = await _safely(beating, [])
+        starts = {run_id: live.run.attempts for run_id, live in execute.RUNNING.items()}
+        beating = store.heartbeat(HOLDER, starts, now + run_hold_seconds())
+        nothing: tuple[list[str], list[str]] = ([], [])
+        cancelled, lost = await _safely(beating, nothing)
+        for run_id in lost:  # another process claimed it, or it was deleted: its work here stops (live.lose)
+            if (live := execute.RUNNING.get(run_id)) is not None and live.run.attempts == starts[run_id]:
+                live.lose()
         for run_id in cancelled:
             live = execute.RUNNING.get(run_id)
-            if live is not None and live.task is not None and not live.cancel_requested:
+            if live is not None and live.task is not None and not live.cancel_requested and not live.lost:
                 live.cancel_requested = True
                 live.task.cancel()
     await _claim(await _safely(store.orphans(now), []))
@@ -119,7 +129,7 @@ async def _claim(orphans: list[Run]) -> None:
         if not await _safely(store.claim(run, HOLDER, time.time() + run_hold_seconds()), False):
             continue  # another process took it first
         earlier = [data for _seq, data in await _all_events(run.id)]
-        run.attempts += 1
+        run.attempts, run.holder = run.attempts + 1, HOLDER  # the run's fence, as the claim wrote it (store.holds)
         if run.attempts > execute.MAX_ATTEMPTS:
             await execute.fail_stopped(run, earlier, f"it was started {execute.MAX_ATTEMPTS} times.")
         elif llm.needs_user_token():

@@ -3,8 +3,9 @@
 
     GET  /responses/{id}                                  the response object: status, output, error, trace id
     GET  /responses/{id}?stream=true&starting_after=N     the run's events after N, then live until it ends
-    GET  /responses/{id}/input_items                      its input items, as the client sent them (the chat page
-                                                          shows a resumed turn's message, attachments too)
+    GET  /responses/{id}/input_items?limit=&after=&order=  its input items, as the client sent them, each with an id,
+                                                          a page at a time (the chat page shows a resumed turn's
+                                                          message, attachments too)
     POST /responses/{id}/cancel                           stop it; what it had produced is kept as a turn
 
 A failed run's GET answers with the status the synchronous request would have had, in the app's error shape
@@ -21,10 +22,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import memory
-from agent_server.errors import BadRequest, HttpError, NotFound, quoted, route_error
+from agent_server.errors import BadRequest, NotFound, quoted
 from agent_server.identity import owner_of
 from agent_server.memory import enabled
-from agent_server.runs import events, execute, store
+from agent_server.runs import events, execute, input_items, store
+from agent_server.runs.live import LiveRun
 from agent_server.runs.requests import event_stream, follow, stored_output
 from agent_server.runs.store import FINAL, Run
 
@@ -35,70 +37,73 @@ CURSOR = re.compile(r"-1|[0-9]{1,10}")
 
 @router.get("/{run_id}")
 async def read_run(run_id: str, request: Request) -> Response:
-    try:
-        run = await _owned(run_id, request)
-        query = request.query_params
-        stream = query.get("stream", "false").lower()
-        if stream not in ("true", "false"):
-            raise BadRequest("'stream' must be true or false.", param="stream")
-        if stream == "true":
-            return event_stream(follow(run, _cursor(query.get("starting_after"))))
-        if "starting_after" in query:
-            raise BadRequest("'starting_after' is a cursor in the run's stream: use it with stream=true.")
-        return await _described(run)
-    except HttpError as error:
-        return route_error(error)
+    run = await _owned(run_id, request)
+    query = request.query_params
+    stream = query.get("stream", "false").lower()
+    if stream not in ("true", "false"):
+        raise BadRequest("'stream' must be true or false.", param="stream")
+    if stream == "true":
+        return event_stream(follow(run, _cursor(query.get("starting_after"))))
+    if "starting_after" in query:
+        raise BadRequest("'starting_after' is a cursor in the run's stream: use it with stream=true.")
+    return await _described(run)
 
 
 @router.get("/{run_id}/input_items")
 async def read_run_input(run_id: str, request: Request) -> Response:
-    """The Responses API's list of a response's input items: newest first, or oldest with `order=asc`."""
-    try:
-        run = await _owned(run_id, request)
-        order = request.query_params.get("order", "desc")
-        if order not in ("asc", "desc"):
-            raise BadRequest("'order' must be asc or desc.", param="order")
-    except HttpError as error:
-        return route_error(error)
-    sent = run.body.get("input")
-    items = [{"role": "user", "content": sent}] if isinstance(sent, str) else list(sent or [])
-    items = [{"type": "message", **item} if isinstance(item, dict) and "type" not in item else item for item in items]
-    data = items if order == "asc" else items[::-1]
-    return JSONResponse({"object": "list", "data": data, "has_more": False})
+    """The Responses API's list of a response's input items, a page at a time (runs/input_items.py)."""
+    run = await _owned(run_id, request)
+    return JSONResponse(input_items.page(run.id, run.body.get("input"), request.query_params))
 
 
 @router.post("/{run_id}/cancel")
 async def cancel_run(run_id: str, request: Request) -> Response:
-    try:
-        run = await _owned(run_id, request)
-        if run.status not in FINAL:
-            live = execute.RUNNING.get(run.id)
-            if live is not None and live.task is not None:
-                live.cancel_requested = True
-                live.task.cancel()
-            else:  # another process runs it: its next heartbeat stops it
-                await memory.transact(store.request_cancel(run.owner, run.id), write=True)
-            await _until_ended(run)
-        return await _described(await _owned(run_id, request))
-    except HttpError as error:
-        return route_error(error)
+    run = await _owned(run_id, request, read=False)
+    if run.status not in FINAL:
+        live = _mine(run)
+        if live is not None and live.task is not None:
+            live.cancel_requested = True
+            live.task.cancel()
+        else:  # another process runs it: its next heartbeat stops it
+            await memory.transact(store.request_cancel(run.owner, run.id), write=True)
+        await _until_ended(run)
+    return await _described(await _owned(run_id, request))
 
 
-async def _owned(run_id: str, request: Request) -> Run:
+async def _owned(run_id: str, request: Request, read: bool = True) -> Run:
+    """The caller's run: the one this process runs, while the database says it still does; else the stored one. A
+    run its owner deleted is a 404 at once, whichever process runs it (its process stops it: live.LiveRun.lose).
+    `read=False`: this process's run as it has it, without waiting on the database (a cancel, whose writes are
+    fenced all the same)."""
     if not enabled():
         raise NotFound("This app keeps no runs (MEMORY_BACKEND=none).")
-    live = execute.RUNNING.get(run_id)
     owner = owner_of(request.headers)
-    if live is not None and live.run.owner == owner:
+    live = execute.RUNNING.get(run_id)
+    if not read and live is not None and not live.lost and live.run.owner == owner:
         return live.run
     found = await memory.transact(store.get(owner, run_id))
     if found is None:
         raise NotFound(f"You have no response {quoted(run_id)}.")
-    return found
+    live = _live(found)
+    return live.run if live is not None else found
+
+
+def _live(found: Run) -> LiveRun | None:
+    """This process's live run of `found`, while the database names it (its holder and start) as the run's."""
+    live = execute.RUNNING.get(found.id)
+    if live is None or live.lost or live.run.owner != found.owner:
+        return None
+    return live if (found.holder, found.attempts) == (live.run.holder, live.run.attempts) else None
+
+
+def _mine(run: Run) -> LiveRun | None:
+    """The live run `_owned` gave, if it gave this process's."""
+    live = execute.RUNNING.get(run.id)
+    return live if live is not None and live.run is run else None
 
 
 async def _described(run: Run) -> Response:
-    live = execute.RUNNING.get(run.id)
+    live = _mine(run)
     output = live.output() if live is not None else await stored_output(run.id)
     described = events.response_object(run, output)
     if run.error is not None and run.status == "failed":  # not before its end: a run that saw an error may still be
@@ -107,7 +112,7 @@ async def _described(run: Run) -> Response:
 
 
 async def _until_ended(run: Run) -> None:
-    live = execute.RUNNING.get(run.id)
+    live = _mine(run)
     if live is not None:
         with contextlib.suppress(TimeoutError):  # answered with the status it has by then
             await asyncio.wait_for(live.ended.wait(), CANCEL_WAIT_SECONDS)

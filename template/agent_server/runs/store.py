@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,41 +110,55 @@ def delete(run_id: str) -> Callable[[sa.Connection], None]:
     return transaction
 
 
-def append(run_id: str, first: int, events: Sequence[str], status: str | None) -> Callable[[sa.Connection], None]:
-    """Store events `first`, `first` + 1, ... of a run (and its status, when it changed)."""
+def holds(run: Run) -> sa.ColumnElement[bool]:
+    """The fence on a run's writes: its row still names the holder and the start (`attempts`) writing. A process
+    whose heartbeats stopped past its hold lost the run to the process that claimed it (which changed both), and a
+    deleted run has no row: the write, checked in its own statement, is refused."""
+    return sa.and_(runs.c.id == run.id, runs.c.holder == run.holder, runs.c.attempts == run.attempts)
 
-    def transaction(connection: sa.Connection) -> None:
-        if events:
-            rows = [{"run_id": run_id, "seq": first + n, "data": data} for n, data in enumerate(events)]
-            connection.execute(run_events.insert(), rows)
+
+def append(run: Run, first: int, events: Sequence[str], status: str | None) -> Callable[[sa.Connection], bool]:
+    """Store events `first`, `first` + 1, ... of a run (and its status, when it changed); False, writing nothing,
+    if the run is no longer this attempt's (`holds`)."""
+
+    def transaction(connection: sa.Connection) -> bool:
         values: dict[str, Any] = {
             "updated_at": time.time(),
             "events_bytes": runs.c.events_bytes + sum(len(data) for data in events),
         }
         if status is not None:
             values["status"] = status
-        connection.execute(runs.update().where(runs.c.id == run_id).values(**values))
+        # The run's row first: on PostgreSQL it stays locked until the events are in, so a claim or a delete of the
+        # run waits for them (and a delete then deletes them), or goes first and this writes nothing.
+        if connection.execute(runs.update().where(holds(run)).values(**values)).rowcount == 0:
+            return False
+        if events:
+            rows = [{"run_id": run.id, "seq": first + n, "data": data} for n, data in enumerate(events)]
+            connection.execute(run_events.insert(), rows)
+        return True
 
     return transaction
 
 
-def started_calls(run: Run) -> Callable[[sa.Connection], None]:
-    """The tool calls the run started: a call still running when its process died is not run again unasked."""
+def started_calls(run: Run) -> Callable[[sa.Connection], bool]:
+    """The tool calls the run started: a call still running when its process died is not run again unasked. False:
+    the run is no longer this attempt's."""
 
-    def transaction(connection: sa.Connection) -> None:
+    def transaction(connection: sa.Connection) -> bool:
         calls = json.dumps(run.started_calls)
-        connection.execute(runs.update().where(runs.c.id == run.id).values(started_calls=calls))
+        return connection.execute(runs.update().where(holds(run)).values(started_calls=calls)).rowcount > 0
 
     return transaction
 
 
 def finish(run: Run) -> Callable[[sa.Connection], None]:
-    """The run's end: its final status, error and trace id; it is no longer anyone's to run."""
+    """The run's end: its final status, error and trace id; it is no longer anyone's to run. Written only by the
+    run's holder (`holds`): a process that lost the run writes nothing over the end its new holder wrote."""
 
     def transaction(connection: sa.Connection) -> None:
         connection.execute(
             runs.update()
-            .where(runs.c.id == run.id)
+            .where(holds(run))
             .values(
                 status=run.status,
                 error=json.dumps(run.error) if run.error is not None else None,
@@ -170,14 +184,22 @@ def events_after(run_id: str, cursor: int, limit: int = 500) -> Callable[[sa.Con
     return transaction
 
 
-def heartbeat(holder: str, run_ids: Sequence[str], until: float) -> Callable[[sa.Connection], list[str]]:
-    """Keep this process's runs its own for a while longer; returns those a client asked to cancel meanwhile."""
+def heartbeat(
+    holder: str, attempts: Mapping[str, int], until: float
+) -> Callable[[sa.Connection], tuple[list[str], list[str]]]:
+    """Keep this process's runs (their ids, each with the start it runs) its own for a while longer; returns those
+    a client asked to cancel meanwhile, and those that are no longer this process's (another claimed them, or
+    their owner deleted them)."""
 
-    def transaction(connection: sa.Connection) -> list[str]:
-        mine = sa.and_(runs.c.id.in_(run_ids), runs.c.holder == holder)
+    def transaction(connection: sa.Connection) -> tuple[list[str], list[str]]:
+        mine = sa.and_(runs.c.id.in_(list(attempts)), runs.c.holder == holder)
         # A run that is running is not old, however long since its last event (a tool that runs for a day).
         connection.execute(runs.update().where(mine).values(heartbeat_until=until, updated_at=time.time()))
-        return list(connection.scalars(sa.select(runs.c.id).where(mine, runs.c.cancel_requested.is_(True))))
+        found = {row.id: row for row in connection.execute(sa.select(runs.c.id, runs.c.attempts,
+                                                                     runs.c.cancel_requested).where(mine))}  # fmt: skip
+        lost = [run_id for run_id, start in attempts.items() if run_id not in found or found[run_id].attempts != start]
+        cancelled = [run_id for run_id, row in found.items() if row.cancel_requested and run_id not in lost]
+        return cancelled, lost
 
     return transaction
 
@@ -245,20 +267,24 @@ def request_cancel(owner: str, run_id: str) -> Callable[[sa.Connection], None]:
 
 
 def delete_older_than(cutoff: float) -> Callable[[sa.Connection], int]:
-    """Runs ended (or abandoned) before `cutoff`, and their events."""
+    """Runs ended (or abandoned) before `cutoff`, and their events; and any events whose run is gone (a release
+    before fencing let a run that its owner deleted go on writing them)."""
 
     def transaction(connection: sa.Connection) -> int:
         old = list(connection.scalars(sa.select(runs.c.id).where(runs.c.updated_at < cutoff)))
         for start in range(0, len(old), 500):
             _delete(connection, old[start : start + 500])
+        kept = sa.select(runs.c.id).where(runs.c.id == run_events.c.run_id)
+        connection.execute(run_events.delete().where(~kept.exists()))
         return len(old)
 
     return transaction
 
 
 def _delete(connection: sa.Connection, run_ids: Sequence[str]) -> None:
-    connection.execute(run_events.delete().where(run_events.c.run_id.in_(run_ids)))
+    # The rows first: an append under way holds its run's row until its events are in, and they are deleted after.
     connection.execute(runs.delete().where(runs.c.id.in_(run_ids)))
+    connection.execute(run_events.delete().where(run_events.c.run_id.in_(run_ids)))
 
 
 def _same_holder(holder: str | None) -> sa.ColumnElement[bool]:

@@ -30,6 +30,7 @@ from agents.mcp import MCPServer
 from agents.tool_context import ToolContext
 
 from agent_server.history import approvals
+from agent_server.history.tool_outputs import ToolOutput, tool_output_shape, tool_output_text
 from agent_server.observability.logs import tool_failure
 from agent_server.tools import approval_answers
 from agent_server.tools.mcp_connections import run_tool
@@ -41,8 +42,8 @@ logger = logging.getLogger(__name__)
 KEPT = 10_000
 KEPT_CHARS = 8 * 1024 * 1024  # of outputs, all told: a tool's output may be MCP_MAX_OUTPUT_CHARS long
 RETRY_SECONDS = 600  # a retry comes within seconds; the same history from someone else, much later, runs anew
-_outputs: OrderedDict[tuple[str, str], tuple[float, str]] = OrderedDict()  # (approval, caller) -> (when, output)
-_running: dict[tuple[str, str], asyncio.Future[str]] = {}
+_outputs: OrderedDict[tuple[str, str], tuple[float, ToolOutput]] = OrderedDict()  # (approval, caller) -> (when, output)
+_running: dict[tuple[str, str], asyncio.Future[ToolOutput]] = {}
 _kept_chars = 0
 
 
@@ -75,7 +76,7 @@ def approving_tools(owners_agent: Agent | None) -> dict[str, FunctionTool]:
 _LOGS_FAILURES = RunConfig(tool_error_formatter=tool_failure)
 
 
-async def run_local(tool: FunctionTool, call: dict[str, Any]) -> str:
+async def run_local(tool: FunctionTool, call: dict[str, Any]) -> ToolOutput:
     """Run the owner's function tool as the SDK would have; a failure is the output's text, as with any tool."""
     context = ToolContext(
         context=None,
@@ -85,7 +86,7 @@ async def run_local(tool: FunctionTool, call: dict[str, Any]) -> str:
         run_config=_LOGS_FAILURES,  # a tool that raises is logged with why, as in a run (turn/serve.py)
     )
     try:
-        return str(await tool.on_invoke_tool(context, call["arguments"] or "{}"))
+        return tool_output_shape(await tool.on_invoke_tool(context, call["arguments"] or "{}"))
     except Exception as error:  # the model reads what went wrong
         return f"Error: the tool {tool.name} failed: {error}"
 
@@ -105,14 +106,14 @@ def ran_already(call: dict[str, Any], owner: str) -> bool:
 
 async def run_once(
     call: dict[str, Any], owner: str, servers: list[MCPServer], local: dict[str, FunctionTool] | None = None
-) -> str:
+) -> ToolOutput:
     approval = _approval(call, owner)
     if approval in _outputs:
         logger.info("approved call %s ran already: its output again, not a second run", approval[0])
         return _outputs[approval][1]
     if approval in _running:  # the same approval, in a request that is running it now
         return await asyncio.shield(_running[approval])
-    running: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    running: asyncio.Future[ToolOutput] = asyncio.get_running_loop().create_future()
     _running[approval] = running
     try:
         tool = (local or {}).get(call["name"])
@@ -130,11 +131,11 @@ async def run_once(
         del _running[approval]
 
 
-def remember(approval: tuple[str, str], output: str) -> None:
+def remember(approval: tuple[str, str], output: ToolOutput) -> None:
     """Keep what an approved call returned, within KEPT outputs and KEPT_CHARS characters; the oldest go first."""
     global _kept_chars
     _outputs[approval] = (time.monotonic(), output)
-    _kept_chars += len(output)
+    _kept_chars += len(tool_output_text(output))
     while len(_outputs) > KEPT or _kept_chars > KEPT_CHARS:
         forget_oldest()
 
@@ -142,7 +143,7 @@ def remember(approval: tuple[str, str], output: str) -> None:
 def forget_oldest() -> None:
     global _kept_chars
     _, (_, output) = _outputs.popitem(last=False)
-    _kept_chars -= len(output)
+    _kept_chars -= len(tool_output_text(output))
 
 
 def forget_all() -> None:

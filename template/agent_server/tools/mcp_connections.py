@@ -29,6 +29,7 @@ from mcp_types import CONNECTION_CLOSED
 from mlflow.entities import SpanType
 
 from agent_server import config, llm
+from agent_server.history.tool_outputs import ToolOutput, mcp_content_parts, tool_output_shape, tool_output_text
 from agent_server.mcp_servers import McpServerSpec
 
 logger = logging.getLogger(__name__)
@@ -303,7 +304,7 @@ def active_servers() -> list[MCPServer]:
     return active
 
 
-async def run_tool(name: str, arguments: str, servers: list[MCPServer]) -> str:
+async def run_tool(name: str, arguments: str, servers: list[MCPServer]) -> ToolOutput:
     """Call tool `name` on the first of `servers` that offers it; a failure is the output's text."""
     for server in servers:
         try:
@@ -312,7 +313,7 @@ async def run_tool(name: str, arguments: str, servers: list[MCPServer]) -> str:
             result = await server.call_tool(name, json.loads(arguments or "{}"))
         except Exception as error:  # the model reads what went wrong, as with any failed tool call
             return f"Error: the tool's server ({server.name}) did not answer: {error}"
-        text = "\n".join(part.text for part in result.content if isinstance(part, TextContent))
+        output = tool_output_shape(mcp_content_parts(result.content))  # as the SDK's run gives it
         failed = getattr(result, "is_error", None) or getattr(result, "isError", None)  # mcp 2.x, 1.x
-        return f"Error: {text}" if failed else text
+        return f"Error: {tool_output_text(output)}" if failed else output
     return f"Error: no MCP server that is up now offers the tool {name!r}."

@@ -26,6 +26,7 @@ RETURN_TRACE_HEADER = "x-mlflow-return-trace-id"  # MLflow's: the answer's metad
 async def prepare(path: str, headers: Mapping[str, str], body: Any, attempt: RunAttempt | None = None) -> TurnContext:
     """The turn of a parsed request `body` posted to `path`: a 4xx HttpError if the request is bad, or its memory
     turn cannot start (busy, unavailable). With memory on, the conversation is held until the turn ends."""
+    _share_user_headers(headers)
     small = len(body.get("input") or ()) <= INLINE_ITEMS if isinstance(body, dict) else True
     body, sent = await cpu_work(small, checked_body, body)
     _check_mlflow_fields(body)
@@ -44,6 +45,14 @@ async def prepare(path: str, headers: Mapping[str, str], body: Any, attempt: Run
     context.owner = turn.owner if turn is not None else caller(headers)
     context.return_trace_id = (headers.get(RETURN_TRACE_HEADER) or "").lower() == "true"
     return context
+
+
+def _share_user_headers(headers: Mapping[str, str]) -> None:
+    """The request's headers where MLflow's agent server kept them (mlflow.genai.agent_server.get_request_headers),
+    for this turn's task: llm.py reads the user's token there (LLM_ON_BEHALF_OF_USER), and so may the owner's code."""
+    from mlflow.genai.agent_server.utils import set_request_headers
+
+    set_request_headers(dict(headers))
 
 
 def _context(

@@ -21,6 +21,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agent_server.history.tool_outputs import tool_output_text
+
 SERVER_LABEL = "app"  # the `server_label` of the tools the app runs: its own, and its MCP servers'
 ERROR_CODES = {429: "rate_limit_exceeded"}  # a failed response's `error.code`; the API's own, else server_error
 OUTPUT_INDEX_KEY = "agent_server.output_index"  # a run attempt's scope: the output_index its first item gets
@@ -129,7 +131,7 @@ def mcp_call(call: dict[str, Any] | None, output: dict[str, Any], approved: bool
         "name": (call or {}).get("name") or "tool",
         "arguments": (call or {}).get("arguments") or "{}",
         "server_label": SERVER_LABEL,
-        "output": output.get("output") if isinstance(output.get("output"), str) else str(output.get("output")),
+        "output": tool_output_text(output.get("output")),
         "status": "completed",
     }
     if approved:

@@ -1,5 +1,6 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""`start-app`, or a test's function, in processes forked from one that has imported the app's libraries once.
+"""`start-app` (or plain `uvicorn`), or a test's function, in processes forked from one that has imported the
+app's libraries once.
 
 A process that starts the app spends about 2 s of CPU importing openai-agents, MLflow and FastAPI before it
 serves (`python -X importtime -c "import agent_server.app"`); the tests start a dozen, and on two cores that was
@@ -7,8 +8,9 @@ a good part of the suite's time. multiprocessing's fork server imports LIBRARIES
 forks each app from it: a process of its own, with its own pid, environment, folder and log, that runs
 start-app's main() as the console script does. agent_server itself is imported in each app process, after its
 environment is set, as at a real start. Tests about what a start imports, or about a setting a library reads as
-it is imported, run the console script itself (test_start_app.py, test_tracing.py). call() runs a function
-in such a process, for a test that changes what a process keeps for its life (test_tracing.py).
+it is imported, run the console script itself (test_start_app.py, test_tracing.py). run() runs start-app to
+its exit, for the tests of the settings that stop it. call() runs a function in such a process, for a test that
+changes what a process keeps for its life (test_tracing.py).
 
 Only the standard library here: the fork server imports this module in each app process it forks.
 """
@@ -22,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,12 +46,31 @@ def _fork_server() -> Any:
 
 
 def start(args: list[str], env: dict[str, str], cwd: Path | None, log: Path, new_session: bool) -> ForkedApp:
-    """Run start-app's main() with `args` (args[0] is the console script) in a process forked from the fork
-    server, with exactly `env` as its environment and `log` as its output."""
+    """Run the main() of the console script args[0] (start-app, or uvicorn: SCRIPTS) with args[1:] in a process
+    forked from the fork server, with exactly `env` as its environment and `log` as its output."""
+    assert Path(args[0]).name in SCRIPTS, f"{args[0]} is none of {sorted(SCRIPTS)}"
     target_args = (args, env, str(cwd or os.getcwd()), str(log), new_session)
     process = _fork_server().Process(target=_run_start_app, args=target_args)
     process.start()
     return ForkedApp(process, args)
+
+
+def run(
+    args: list[str], env: dict[str, str], cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """What `subprocess.run(args, env=env, capture_output=True, text=True)` gives for the console script args[0]
+    (SCRIPTS), which runs as start() runs it: for tests of how it stops, without a process's imports each time."""
+    with tempfile.TemporaryDirectory() as folder:
+        printed, said = Path(folder, "stdout"), Path(folder, "stderr")
+        target_args = (args, env, str(cwd or os.getcwd()), str(printed), False, str(said))
+        process = _fork_server().Process(target=_run_start_app, args=target_args)
+        process.start()
+        process.join(timeout)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+            raise subprocess.TimeoutExpired(args, timeout)
+        return subprocess.CompletedProcess(args, process.exitcode, printed.read_text(), said.read_text())
 
 
 def call(function: Callable[..., Any], *args: Any, env: dict[str, str], timeout: float = 120) -> Any:
@@ -92,20 +114,29 @@ def _take_environment(env: dict[str, str]) -> None:
     os.environ.update(env)
 
 
-def _run_start_app(args: list[str], env: dict[str, str], cwd: str, log: str, new_session: bool) -> None:
-    """In the forked process: what running the console script with that environment, folder and output does."""
+# The console scripts start() runs, and the module whose main() each runs (as its entry point in the venv does).
+SCRIPTS = {"start-app": "agent_server.start_server", "uvicorn": "uvicorn.main"}
+
+
+def _run_start_app(
+    args: list[str], env: dict[str, str], cwd: str, log: str, new_session: bool, errors: str | None = None
+) -> None:
+    """In the forked process: what running the console script with that environment, folder and output (stderr
+    to `errors`, if given) does."""
     if new_session:
         os.setsid()
-    with open(log, "ab", buffering=0) as out, open(os.devnull, "rb") as nothing:
-        os.dup2(nothing.fileno(), 0)  # not multiprocessing's own stdin, which uvicorn's reloader cannot pass on
+    with open(log, "ab", buffering=0) as out, open(errors or log, "ab", buffering=0) as err:
+        with open(os.devnull, "rb") as nothing:
+            os.dup2(nothing.fileno(), 0)  # not multiprocessing's own stdin, which uvicorn's reloader cannot pass on
         os.dup2(out.fileno(), 1)
-        os.dup2(out.fileno(), 2)
+        os.dup2(err.fileno(), 2)
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own stdin, open as long as it runs)
     _take_environment(env)
     os.chdir(cwd)
     sys.argv = list(args)
-    from agent_server.start_server import main
+    import importlib
 
+    main = importlib.import_module(SCRIPTS[Path(args[0]).name]).main
     try:
         main(args[1:])
     finally:

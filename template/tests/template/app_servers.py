@@ -66,7 +66,7 @@ START_APP = str(Path(sys.executable).with_name("start-app"))
 # What a server process started by the tests must not inherit: the outer venv, and any setting of the app's
 # (the model, Databricks, MLflow, memory) that the test does not pass itself.
 NOT_INHERITED = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH")
-NOT_INHERITED += ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "PG", "ALLOWED_")
+NOT_INHERITED += ("LLM_", "OPENAI_", "DATABRICKS_", "MLFLOW_", "MEMORY_", "PG", "ALLOWED_", "OIDC_")
 
 
 def clean_env(**values: str) -> dict[str, str]:
@@ -100,15 +100,16 @@ class ServerProcess:
     Entering starts it and waits until `ready_url` answers, failing with what the process printed if it exits
     first; leaving stops it by its own process id (SIGTERM, then SIGKILL), or with `group`, every process of
     the group that id leads (a script that starts the server as its child). What it prints goes to `log`, a
-    file (a pipe that nobody reads while it runs would fill and stall it); `output` reads it.
+    file (a pipe that nobody reads while it runs would fill and stall it); `output` reads it. With `preloaded`,
+    a console script the fork server knows (app_fork_server.SCRIPTS) runs in a process forked from it.
     """
 
     def __init__(
         self, args: list[str], env: dict[str, str], ready_url: str, cwd: Path | None = None,
-        log: Path | None = None, timeout: float = 120, group: bool = False,
+        log: Path | None = None, timeout: float = 120, group: bool = False, preloaded: bool = False,
     ) -> None:  # fmt: skip
         self.args, self.env, self.ready_url, self.cwd, self.timeout = args, env, ready_url, cwd, timeout
-        self.group = group
+        self.group, self.preloaded = group, preloaded
         self.log = log or SCRATCH / f"server-{next(LOG_NUMBERS)}.log"
         self.url = "/".join(ready_url.split("/")[:3])  # scheme://host:port
         self.process: Any = None  # a subprocess.Popen, or what acts as one (launch)
@@ -126,7 +127,12 @@ class ServerProcess:
         self.stop()
 
     def launch(self) -> Any:
-        """Start the process: a subprocess.Popen, or what acts as one (StartedApp)."""
+        """Start the process: a subprocess.Popen, or what acts as one (app_fork_server.ForkedApp)."""
+        if self.preloaded:
+            import app_fork_server  # here: the repo's own tests load this file, and start no app with it
+
+            self.log.write_text("")
+            return app_fork_server.start(self.args, self.env, self.cwd, self.log, self.group)
         with self.log.open("w") as out:
             return subprocess.Popen(
                 self.args,
@@ -186,18 +192,8 @@ class StartedApp(ServerProcess):
     ) -> None:
         port = free_port()
         args = [START_APP, *options, "--port", str(port)] if port_flag else [START_APP, *options]
-        super().__init__(
-            args, env if port_flag else {**env, "DATABRICKS_APP_PORT": str(port)}, f"http://127.0.0.1:{port}/health"
-        )
-        self.preloaded = preloaded
-
-    def launch(self) -> Any:
-        if not self.preloaded:
-            return super().launch()
-        import app_fork_server  # here: the repo's own tests load this file, and start no app with it
-
-        self.log.write_text("")
-        return app_fork_server.start(self.args, self.env, self.cwd, self.log, self.group)
+        env = env if port_flag else {**env, "DATABRICKS_APP_PORT": str(port)}
+        super().__init__(args, env, f"http://127.0.0.1:{port}/health", preloaded=preloaded)
 
     def __enter__(self) -> str:  # type: ignore[override]
         return super().__enter__().url

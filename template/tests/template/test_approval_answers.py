@@ -2,7 +2,7 @@
 """The first answer to an approval request is final, however the history comes back (tools/approval_answers.py),
 and approvals outlive restarts with no setting: with memory on, the key that signs them is kept in its store
 (memory/approval_store.py). Runs are counted at a real MCP server (delete_file) and at the owner's own function
-tool (charge_card, `needs_approval=True`)."""
+tool (charge_card, `needs_approval=True`). Across two worker processes: test_workers.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -211,34 +210,3 @@ def test_an_approval_asked_before_a_restart_runs_once_after_it_with_no_setting(t
         assert "The tool returned: deleted a.txt" in reply_text(post_turn(after, approved, True)[0])
         assert "The tool returned: deleted a.txt" in reply_text(post_turn(after, approved, False)[0]), "a retry"
     assert DELETED == ["a.txt"]
-
-
-@pytest.mark.waits
-def test_two_workers_honour_the_first_answer_whichever_worker_gets_the_replay(tools_url):
-    """Four conversations at once, each denied, then approved in every shape, each request on a new connection:
-    the workers share the store's answers, and nothing runs (at the MCP server; the starter's send_summary returns
-    no output)."""
-    DELETED.clear()
-    env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=declared(tools_url))
-    with StartedApp(env, options=("--workers", "2")) as url:
-
-        def send(body: dict[str, Any]) -> list[dict[str, Any]]:
-            with httpx.Client(base_url=url, timeout=120) as fresh:  # a new connection: either worker
-                return post_turn(fresh, body, False)[0]
-
-        def denied_then_approved(number: int) -> list[list[dict[str, Any]]]:
-            prompt = {"role": "user", "content": "Use delete_file" if number % 2 else "Use send_summary"}
-            context = {"conversation_id": f"workers-{number}-{uuid.uuid4().hex}"}
-            [request] = send({"input": [prompt], "context": context})
-            whole = [prompt, request, answer(request, True)]
-            answers = [send({"input": [answer(request, False)], "context": context})]
-            for items, custom in [([answer(request, True)], {}), (whole, {}), (whole, {"replace_history": True})] * 2:
-                answers.append(send({"input": items, "context": context, "custom_inputs": custom}))
-            return answers
-
-        with ThreadPoolExecutor(4) as pool:
-            answered = [items for answers in pool.map(denied_then_approved, range(4)) for items in answers]
-    assert all(DENIED in reply_text(items) for items in answered)
-    outputs = [item["output"] for items in answered for item in items if item["type"] == "function_call_output"]
-    assert not [output for output in outputs if "An example tool" in output or "deleted" in output]
-    assert DELETED == []

@@ -105,11 +105,12 @@ def test_a_health_check_is_answered_whatever_host_it_names(app_client, app_setti
 @pytest.mark.parametrize("allowed", [None, "evil.example"], ids=["unset", "set"])
 def test_plain_uvicorn_on_all_interfaces_checks_the_host_too(allowed):
     """Served by any ASGI server, not only start-app: `uvicorn agent_server.app:app --host 0.0.0.0` answers a
-    rebound name only when ALLOWED_HOSTS names it."""
+    rebound name only when ALLOWED_HOSTS names it. uvicorn's own main(), in a process forked from one that has
+    imported the libraries (app_fork_server.py); the app imported there, with this environment."""
     port = free_port()
     env = app_env(LLM_PROVIDER="offline", **({"ALLOWED_HOSTS": allowed} if allowed else {}))
     args = [UVICORN, "agent_server.app:app", "--host", "0.0.0.0", "--port", str(port)]
-    with ServerProcess(args, env, f"http://127.0.0.1:{port}/health", cwd=APP) as server:
+    with ServerProcess(args, env, f"http://127.0.0.1:{port}/health", cwd=APP, preloaded=True) as server:
         with httpx.Client(base_url=server.url, timeout=60) as client:
             rebound = client.post("/invocations", json=HELLO, headers={"host": "evil.example"})
             local = client.post("/invocations", json=HELLO, headers={"host": f"localhost:{port}"})

@@ -6,24 +6,31 @@ running start-app."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import app_fork_server
 import mlflow
 import pytest
 from mlflow.utils.file_utils import local_file_uri_to_path
 from support import TRACED, ServerThread, StartedApp, app_env
 
 from agent_server import config
+from agent_server.config import defaults
 from agent_server.evaluation import cases, cli
 from agent_server.offline import create_offline_app
 
 STARTER_SET = Path(__file__).parents[2] / "evals" / "cases.yaml"
+STARTER = cases.load(STARTER_SET).cases
+STARTER_PASSED = f"PASSED: {len(STARTER)} cases, 0 failed"
+# The starter set is written for the answers the app was made with: with long_term_memory answered true it holds a
+# case that recalls across chats, which needs the memory tools that tests/conftest.py turns off for other tests.
+AS_ANSWERED = {"LONG_TERM_MEMORY": "true" if defaults.LONG_TERM_MEMORY else "false"}
 
 
 @pytest.fixture(autouse=True)
@@ -31,6 +38,7 @@ def own_environment(app_settings: Any) -> Iterator[None]:
     """evaluate sets variables for its process (every turn traced, written at once): here, for the test only."""
     app_settings.setenv("LLM_PROVIDER", "offline")
     app_settings.setenv("LLM_MODEL", "offline")
+    app_settings.setenv("LONG_TERM_MEMORY", AS_ANSWERED["LONG_TERM_MEMORY"])
     saved = dict(os.environ)
     yield
     os.environ.clear()
@@ -56,18 +64,19 @@ def test_the_starter_set_passes_offline_and_its_judge_scores_land_in_an_mlflow_r
     status, results = evaluate(tmp_path, "--cases", str(STARTER_SET), "--judge", "offline")
     table = capsys.readouterr().out
     assert status == 0, results["failures"]
-    assert "PASSED: 3 cases, 0 failed" in table and "tells-the-time" in table and "correctness" in table
+    assert STARTER_PASSED in table and "tells-the-time" in table and "correctness" in table
     assert {"turn_succeeded", "expected_tools", "required_text", "latency", "correctness"} <= set(results["scorers"])
     [run] = mlflow.search_runs(
         experiment_ids=[results["experiment_id"]], filter_string=f"run_id = '{results['run_id']}'", output_format="list"
     )
     assert run.info.status == "FINISHED"
     traces = mlflow.search_traces(run_id=results["run_id"], return_type="list")
-    assert len(traces) == 4  # one per turn: 1 + 1 + 2
+    assert len(traces) == sum(len(case.turns) for case in STARTER)  # one per turn: 1 + 1 + 2 (+ 2)
     scored = {a.name: a.value for t in traces for a in t.info.assessments if a.name == "correctness"}
     assert scored == {"correctness": "yes"}  # the offline judge's verdict, on the turn with a reference
     sessions = {t.info.trace_metadata.get("mlflow.trace.session") for t in traces}
-    assert len(sessions) == 3  # each case is one conversation, its turns one MLflow session
+    # Each case is one conversation, its turns one MLflow session; a turn with new_conversation starts another.
+    assert len(sessions) == sum(1 + sum(turn.new_conversation for turn in case.turns) for case in STARTER)
 
 
 def test_a_case_the_agent_cannot_meet_fails_with_a_non_zero_exit_naming_the_expectation(tmp_path, capsys):
@@ -202,11 +211,11 @@ def test_a_turn_can_open_a_new_conversation_of_the_same_user(tmp_path, app_setti
 @pytest.mark.waits
 def test_evaluate_against_a_running_app(tmp_path, capsys):
     env = app_env(LLM_PROVIDER="offline", HOME=str(tmp_path), MLFLOW_TRACKING_URI=f"file:{tmp_path / 'app-mlruns'}",
-                  **TRACED)  # fmt: skip
+                  **TRACED, **AS_ANSWERED)  # fmt: skip
     with (app := StartedApp(env)) as url:
         status, results = evaluate(tmp_path, "--cases", str(STARTER_SET), "--url", url)
     assert status == 0, results["failures"]
-    assert "PASSED: 3 cases, 0 failed" in capsys.readouterr().out
+    assert STARTER_PASSED in capsys.readouterr().out
     # The app's stop sent the traces it still held: one for each request it answered.
     answered = app.output.count('"POST /invocations HTTP/1.1" 200')
     traces = [folder for folder in (tmp_path / "app-mlruns").glob("*/traces/*") if folder.is_dir()]
@@ -218,15 +227,28 @@ def test_a_run_longer_than_a_pruning_pass_keeps_the_traces_it_is_writing(tmp_pat
     """The app in process prunes its local traces (tracing.keep_pruned): here every 0.1 s, and any older than
     0.1 s (TRACES_MAX_AGE_DAYS). The run reads back, copies and scores its turns' traces later than that, and
     prunes none of them while it runs. In a process of its own, whose pruner ends with it."""
-    script = "from agent_server.observability import tracing; tracing.PRUNE_EVERY_SECONDS = 0.1"
-    env = app_env(LLM_PROVIDER="offline", TRACES_MAX_AGE_DAYS="0.000001")
+    env = app_env(LLM_PROVIDER="offline", TRACES_MAX_AGE_DAYS="0.000001", **AS_ANSWERED)
     flags = ["--cases", str(STARTER_SET), "--output", str(tmp_path / "results.json")]
-    evaluated = subprocess.run(
-        [sys.executable, "-c", f"{script}; from agent_server.evaluation import cli; cli.main()", *flags],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert evaluated.returncode == 0, evaluated.stderr[-4000:]
-    assert "PASSED: 3 cases, 0 failed" in evaluated.stdout
+    status, printed, said = app_fork_server.call(evaluated_pruning_often, flags, str(tmp_path), env=env, timeout=300)
+    assert status == 0, said[-4000:]
+    assert STARTER_PASSED in printed
+
+
+def evaluated_pruning_often(flags: list[str], folder: str) -> tuple[int | str | None, str, str]:
+    """`evaluate` run in `folder`, with the app's pruner passing every 0.1 s: its exit status and what it printed.
+    In a process forked for it (app_fork_server.call), with the environment it was given and its own pruner."""
+    from agent_server.observability import tracing
+
+    os.chdir(folder)
+    config.reload()
+    tracing.PRUNE_EVERY_SECONDS = 0.1
+    printed, said = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
+        try:
+            cli.main(flags)
+        except SystemExit as exited:
+            return exited.code, printed.getvalue(), said.getvalue()
+    return None, printed.getvalue(), said.getvalue()
 
 
 ONE_CASE = "cases: [{name: a, turns: [{user: hi}]}]\n"

@@ -19,7 +19,7 @@ from conftest import AppSettings
 from support import ServerThread, reply_text, sse_events
 
 from agent_server.scheduling import fair_steps, turn_starts
-from agent_server.scheduling.rate_limits import SHARES, Shares
+from agent_server.turn.rate_limits import SHARES, Shares
 
 LOADS = {"heavy": 2.0, "light": 0.0}  # turns running: light goes first
 

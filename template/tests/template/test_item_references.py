@@ -6,16 +6,22 @@ stored items in their place, and the turn joins their conversation."""
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from fastapi.testclient import TestClient
 from support import reply_text
 
-from .test_memory import BOB, backend, client  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
+from .test_memory import backend, client  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 
 
 def reference(item_id: str) -> dict[str, str]:
     return {"type": "item_reference", "id": item_id}
+
+
+def alone() -> dict[str, str]:
+    """An identity of its own: on PostgreSQL, the database holds every other test's conversations of the client's."""
+    return {"x-test-user": f"references-{uuid.uuid4()}@example.com"}
 
 
 def turn(http: TestClient, items: list[dict[str, Any]], **headers: str) -> dict[str, Any]:
@@ -27,6 +33,7 @@ def turn(http: TestClient, items: list[dict[str, Any]], **headers: str) -> dict[
 def test_references_replay_the_stored_items_and_the_turns_join_their_conversation(client):  # noqa: F811
     """Three turns as the AI SDK sends them with `store: true`: each answer's items come back by id alone, the
     tool the app ran by its mcp_call's id (once for the call, once for its result)."""
+    client.headers.update(alone())
     asked = [{"role": "user", "content": "Hello"}]
     first = turn(client, asked)
     asked += [reference(item["id"]) for item in first["output"]] + [{"role": "user", "content": "What time is it?"}]
@@ -45,18 +52,35 @@ def test_references_replay_the_stored_items_and_the_turns_join_their_conversatio
     assert users == ["Hello", "What time is it?", "Thanks"], "each turn stored once, in order"
 
 
+def test_a_reference_by_a_tool_calls_id_alone_finds_its_conversation(client):  # noqa: F811
+    """The `mcp_call`'s id is its call's `call_id`, not the id of a stored item: a request whose only references
+    are to a tool call still joins the conversation that holds it, and brings the call and its output."""
+    user = alone()
+    call, _ = turn(client, [{"role": "user", "content": "What time is it?"}], **user)["output"]
+    assert call["type"] == "mcp_call"
+    asked = [reference(call["id"]), reference(call["id"]), {"role": "user", "content": "And now?"}]
+    answer = turn(client, asked, **user)
+    assert "and 1 tool turns. You said: And now?" in reply_text(answer["output"]), "the call and its output, once"
+    listed = client.get("/conversations", headers=user).json()["conversations"]
+    assert len(listed) == 1, "the turn joined the call's conversation"
+    stored = client.get(f"/conversations/{listed[0]['id']}", headers=user).json()["items"]
+    assert [item["content"] for item in stored if item.get("role") == "user"][-1] == "And now?"
+    other = client.post("/responses", json={"input": asked}, headers=alone())
+    assert other.status_code == 400 and other.json()["error"]["param"] == "input[0]", "another identity's call"
+
+
 def test_a_reference_to_an_item_the_caller_does_not_have_is_a_400_that_says_how_to_send_it(client):  # noqa: F811
     first = turn(client, [{"role": "user", "content": "Hello"}])
-    ours = reference(first["output"][-1]["id"])
+    ours, other = reference(first["output"][-1]["id"]), alone()
     for items, headers in (
         ([{"role": "user", "content": "Hi"}, reference("msg_nobody_made_this")], {}),
-        ([{"role": "user", "content": "Hello"}, ours], {"x-test-user": BOB}),  # another identity's item
+        ([{"role": "user", "content": "Hello"}, ours], other),  # another identity's item
     ):
         answer = client.post("/responses", json={"input": items}, headers=headers)
         assert answer.status_code == 400, answer.text
         error = answer.json()["error"]
         assert error["param"] == "input[1]" and "store false" in error["message"], error
-    assert [c["id"] for c in client.get("/conversations", headers={"x-test-user": BOB}).json()["conversations"]] == []
+    assert [c["id"] for c in client.get("/conversations", headers=other).json()["conversations"]] == []
 
 
 def test_a_reference_names_its_own_conversation_when_the_request_names_one(client):  # noqa: F811
@@ -80,6 +104,7 @@ def test_with_memory_off_a_reference_is_a_400_that_says_to_send_items_whole(app_
 
 
 def test_a_background_run_resolves_its_references_and_runs_in_their_conversation(client):  # noqa: F811
+    client.headers.update(alone())
     asked = [{"role": "user", "content": "Hello"}]
     first = turn(client, asked)
     asked += [reference(first["output"][-1]["id"]), {"role": "user", "content": "And again"}]

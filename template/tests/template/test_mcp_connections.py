@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 
+import app_fork_server
 import pytest
 from fastapi.testclient import TestClient
 from support import START_APP, Chat, ServerThread, app_env, free_port, mcp_tool_server, reply_text
@@ -111,8 +111,7 @@ def test_a_tool_added_while_the_app_runs_is_offered_once_the_cache_expires(app_s
 )
 def test_a_malformed_mcp_servers_is_a_one_line_error_at_start_up(value, message):
     env = app_env(LLM_PROVIDER="offline", MCP_SERVERS=value)
-    args = [START_APP, "--port", str(free_port())]
-    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    result = app_fork_server.run([START_APP, "--port", str(free_port())], env)
     assert result.returncode != 0
     assert result.stderr.strip().startswith(f"start-app: {message}"), result.stderr
 

@@ -2,25 +2,23 @@
 """Ordered turns (agent_server/memory/queue.py): a turn of a conversation that is answering another request waits,
 and runs after the turns that came before it, seeing their answers; past MEMORY_TURN_QUEUE_SECONDS it gets a 409 that
 says why. Through the real app, SDK and offline model, on a real HTTP server; on SQLite, and on PostgreSQL too when
-MEMORY_TEST_POSTGRES_URL names one; and across two worker processes on one SQLite file."""
+MEMORY_TEST_POSTGRES_URL names one; across two worker processes on one SQLite file in test_workers.py."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 import sqlalchemy as sa
 from agents import Agent, function_tool
-from support import ServerThread, StartedApp, app_env, post_turn, reply_text
+from support import ServerThread, post_turn, reply_text
 
 from agent_server import llm, memory
 from agent_server.memory.schema import turn_queue
@@ -227,51 +225,3 @@ def _places_good_for(seconds: float) -> Callable[[sa.Connection], None]:
         connection.execute(turn_queue.update().values(expires_at=time.time() + seconds))
 
     return update
-
-
-@pytest.mark.waits
-def test_two_workers_on_one_sqlite_file_run_a_conversations_turns_in_the_order_they_came():
-    """Another process holds the conversation; turns come one after another, each on a new connection, until both
-    worker processes have turns waiting. When it is given back, they run in the order they came, however the
-    workers' tries interleave, each seeing the ones before it."""
-    env = app_env(LLM_PROVIDER="offline")
-    database, conversation = env["MEMORY_DATABASE_URL"], f"ordered-{uuid.uuid4()}"
-    owner, lease = memory.LOCAL_OWNER, "elsewhere:1/the-first-turn"
-
-    def places() -> list[str]:
-        with sqlite3.connect(database) as connection:
-            rows = connection.execute("SELECT lease FROM agent_turn_queue ORDER BY ticket").fetchall()
-        return [lease for (lease,) in rows]
-
-    async def in_store_at(work: Callable[[Store], Any]) -> None:
-        store = Store(sa.URL.create("sqlite+pysqlite", database=database))
-        try:
-            await work(store)
-        finally:
-            await store.close()
-
-    with StartedApp(env, options=("--workers", "2")) as url:
-        # The first turn, as another app process runs it: the conversation held, and its answer stored later.
-        asyncio.run(in_store_at(lambda store: store.start_turn(owner, conversation, lease, 120)))
-        turns, texts = [], []
-        while len({lease.split("/")[0] for lease in places()}) < 2:  # a waiter on each worker (its pid)
-            assert len(texts) < 30, f"the connections all went to one worker: {places()}"
-            # The kernel tends to hand one idle worker every new connection in turn: a burst of health checks at
-            # once keeps both busy for a moment, so the next turn may reach either.
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda _: httpx.get(f"{url}/health", timeout=30), range(8)))
-            texts.append(f"Turn {len(texts) + 2}")
-            turns.append(in_thread(functools.partial(send, url, conversation, texts[-1])))
-            until(lambda: len(places()) == len(texts), f"{texts[-1]!r} to wait for its turn")
-        first = [
-            StoredItem({"role": "user", "content": "Hello"}, None),
-            StoredItem({"role": "assistant", "content": "Hi"}, None),
-        ]
-        asyncio.run(in_store_at(lambda store: store.finish_turn(owner, conversation, lease, first, False, "Hello", 0)))
-        for thread, _ in turns:
-            thread.join(60)
-        for number, (_, answer) in enumerate(turns, start=2):
-            assert counts(number, number - 1) in answer[0], (number, answer)
-        users = [item["content"] for item in kept(url, conversation) if item.get("role") == "user"]
-        assert users == ["Hello", *texts]
-        assert places() == []

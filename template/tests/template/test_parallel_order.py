@@ -1,10 +1,11 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
 """The order a parallel run hands the tests out in (conftest.ordered_for_workers): the same tests, with those
-marked `waits` first in each test process's share."""
+marked `waits` first in each test process's share, and those that share a module's server in one share."""
 
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,6 +20,16 @@ class Item:
 
     def get_closest_marker(self, name: str) -> object | None:
         return "marked" if name == "waits" and self.waits else None
+
+
+class SharingItem(Item):
+    """A test of `module` that waits and uses `fixtures`, each of the scope named."""
+
+    def __init__(self, number: int, module: str, fixtures: dict[str, str]) -> None:
+        super().__init__(number, waits=True)
+        self.nodeid = f"{module}::test_{number}"
+        defs = {name: [SimpleNamespace(scope=scope)] for name, scope in fixtures.items()}
+        self._fixtureinfo = SimpleNamespace(name2fixturedefs=defs)
 
 
 def first_shares(items: list[Any], workers: int) -> list[list[Any]]:
@@ -57,3 +68,17 @@ def test_no_test_is_lost_when_more_wait_than_a_share_holds():
 def test_one_process_runs_the_tests_as_collected():
     items = [Item(number, waits=number % 3 == 0) for number in range(10)]
     assert ordered_for_workers(items, 1) == items  # type: ignore[arg-type]
+
+
+def test_the_waiting_tests_of_a_module_that_share_its_server_go_to_one_share():
+    """test_workers.py's two-worker app: its three tests in one share, started once; the others dealt out."""
+    shared = [SharingItem(number, "test_workers.py", {"two_workers": "module", "app_settings": "function"})
+              for number in (10, 11, 12)]  # fmt: skip
+    alone = [SharingItem(number, "test_workers.py", {"app_settings": "function"}) for number in (13, 14)]
+    other = [SharingItem(number, "test_other.py", {"two_workers": "module"}) for number in (20, 21)]
+    items = [Item(number, waits=False) for number in range(10)] + shared + alone + other
+    shares = first_shares(ordered_for_workers(items, 3), 3)  # type: ignore[arg-type]
+    assert shares[0][:3] == shared, "together, at the start of one share"
+    assert [share[0] for share in shares[1:]] == alone, "a test that shares nothing, to the share with fewest"
+    assert shares[1][:3] == [alone[0], *other], "another module's server: a group of its own, to the share with fewest"
+    assert Counter(id(item) for share in shares for item in share) == Counter(id(item) for item in items)

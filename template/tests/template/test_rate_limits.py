@@ -1,5 +1,5 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""Fair shares (scheduling/rate_limits.py): each identity's turns a minute and at once, a 429 with Retry-After
+"""Fair shares (turn/rate_limits.py): each identity's turns a minute and at once, a 429 with Retry-After
 over either, and no other identity's turn refused for it."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from conftest import AppSettings
 from support import ServerThread, reply_text, served_with_memory
 
 from agent_server import llm
-from agent_server.scheduling.rate_limits import Shares
+from agent_server.turn.rate_limits import Shares
 
 
 def someone() -> dict[str, str]:
@@ -106,7 +106,7 @@ def test_with_memory_off_a_turn_whose_identity_cannot_be_read_is_refused_not_unc
 def test_without_limits_nothing_is_counted(served):
     who = someone()
     assert all(turn(served, who).status_code == 200 for _ in range(5))
-    from agent_server.scheduling.rate_limits import SHARES
+    from agent_server.turn.rate_limits import SHARES
 
     assert who["x-test-user"] not in SHARES.buckets and who["x-test-user"] not in SHARES.running
 
@@ -116,7 +116,7 @@ def test_a_bucket_refills_at_its_rate_and_keeps_a_bounded_number_of_identities(m
     assert [shares.claim("ada", 2, 0, now=0.0) for _ in range(2)] == [None, None]
     assert shares.claim("ada", 2, 0, now=0.0) == ("at most 2 turns a minute (RATE_LIMIT_TURNS_PER_MINUTE)", 30)
     assert shares.claim("ada", 2, 0, now=30.0) is None, "one turn back after 30 s at 2 a minute"
-    monkeypatch.setattr("agent_server.scheduling.rate_limits.MAX_IDENTITIES", 3)
+    monkeypatch.setattr("agent_server.turn.rate_limits.MAX_IDENTITIES", 3)
     for n in range(10):
         shares.claim(f"user-{n}", 2, 0, now=40.0)
     assert list(shares.buckets) == ["user-7", "user-8", "user-9"]

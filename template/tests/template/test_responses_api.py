@@ -197,7 +197,7 @@ def test_a_run_resumed_mid_message_ends_the_message_its_stop_cut_off(client: Ope
     async def stopped() -> None:
         opened = await database.store()
         await opened.run(store.create(dead), write=True)
-        await opened.run(store.append(dead.id, 0, [json.dumps(event) for event in earlier], None), write=True)
+        await opened.run(store.append(dead, 0, [json.dumps(event) for event in earlier], None), write=True)
         await recovery.beat()
 
     http.portal.call(stopped)

@@ -221,7 +221,7 @@ def crashed_after_its_tool(app: TestClient, conversation: str) -> Run:
         opened = await database.store()
         await opened.run(store.create(dead), write=True)
         data = [json.dumps({**event, "sequence_number": n}) for n, event in enumerate(events)]
-        await opened.run(store.append(dead.id, 0, data, None), write=True)
+        await opened.run(store.append(dead, 0, data, None), write=True)
         await recovery.beat()
 
     app.portal.call(crashed)

@@ -52,8 +52,9 @@ def test_cancel_stops_the_run_and_keeps_its_partial_turn(client, slow, model_log
     events = sse_events(client.get(f"/responses/{run_id}", params={"stream": "true"}).text)
     assert events[-1]["type"] == "response.cancelled"
     listed = client.get(f"/responses/{run_id}/input_items", params={"order": "asc"}).json()  # the page's, on reload
-    assert listed == {"object": "list", "data": [{"type": "message", "role": "user", "content": "Please hold"}],
-                      "has_more": False}  # fmt: skip
+    [sent] = listed["data"]
+    assert (sent["role"], sent["content"]) == ("user", [{"type": "input_text", "text": "Please hold"}])
+    assert listed["first_id"] == listed["last_id"] == sent["id"] and listed["has_more"] is False
     assert client.get(f"/responses/{run_id}/input_items", headers={"x-test-user": BOB}).status_code == 404
     kept = client.get(f"/conversations/{conversation}").json()["items"]
     assert [i.get("type", "message") for i in kept] == ["message", "function_call", "function_call_output"]

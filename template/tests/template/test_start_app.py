@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+import app_fork_server
 import httpx
 import pytest
 from support import START_APP, StartedApp, app_env, free_port
@@ -28,13 +29,7 @@ from agent_server import start_server
 )
 def test_missing_or_bad_configuration_stops_with_a_clear_error(tmp_path, env, names):
     # An empty HOME so no ~/.databrickscfg profile can supply credentials.
-    result = subprocess.run(
-        [START_APP, "--port", str(free_port())],
-        env=app_env(**env, HOME=str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = app_fork_server.run([START_APP, "--port", str(free_port())], app_env(**env, HOME=str(tmp_path)))
     assert result.returncode != 0
     for name in names:
         assert name in result.stderr, result.stderr
@@ -76,7 +71,7 @@ def test_listening_beyond_loopback_the_app_answers_only_to_the_names_allowed():
 @pytest.mark.parametrize(("name", "value"), [("PORT", "abc"), ("DATABRICKS_APP_PORT", "70000"), ("PORT", "-1")])
 def test_a_bad_port_is_a_one_line_error(name, value):
     env = app_env(LLM_PROVIDER="offline", **{name: value})
-    result = subprocess.run([START_APP], env=env, capture_output=True, text=True, timeout=60)
+    result = app_fork_server.run([START_APP], env)
     assert result.returncode != 0
     assert result.stderr.strip() == f"start-app: {name}: {value!r} is not a port number (1 to 65535)"
 
@@ -93,8 +88,7 @@ def test_a_bad_port_is_a_one_line_error(name, value):
 def test_a_bad_number_setting_is_a_one_line_error(name, value):
     """Every number variable is parsed by agent_server/config/: never a silent fall back to the default."""
     env = app_env(LLM_PROVIDER="offline", **{name: value})
-    args = [START_APP, "--port", str(free_port())]
-    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    result = app_fork_server.run([START_APP, "--port", str(free_port())], env)
     assert result.returncode != 0
     assert result.stderr.strip() == f"start-app: {name}={value!r} must be a positive number"
 
@@ -144,10 +138,7 @@ def test_health_keeps_answering_while_the_largest_allowed_request_is_served():
     ids=["bad-backend", "sqlite-unusable", "not-postgres", "postgres-unnamed", "deployed-without-identity"],
 )
 def test_memory_that_cannot_work_stops_start_app_with_the_reason(env, says):
-    result = subprocess.run(
-        [START_APP, "--port", str(free_port())], env=app_env(LLM_PROVIDER="offline", **env),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = app_fork_server.run([START_APP, "--port", str(free_port())], app_env(LLM_PROVIDER="offline", **env))
     assert result.returncode != 0
     assert result.stderr.startswith("start-app: ") and says in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
@@ -176,7 +167,7 @@ def test_start_app_reads_dot_env_and_the_environment_wins(tmp_path):
     args = [START_APP, "--port", str(free_port())]
 
     def start(**env: str) -> str:
-        done = subprocess.run(args, env=app_env(**env), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        done = app_fork_server.run(args, app_env(**env), cwd=tmp_path)
         assert done.returncode != 0
         return done.stderr.strip()
 
@@ -201,9 +192,7 @@ def test_a_deployed_app_logs_json_lines_at_the_level_asked(tmp_path):
 @pytest.mark.parametrize(("name", "value"), [("LOG_LEVEL", "LOUD"), ("LOG_FORMAT", "xml")])
 def test_a_bad_log_setting_is_a_one_line_error(name, value):
     env = app_env(LLM_PROVIDER="offline", **{name: value})
-    result = subprocess.run(
-        [START_APP, "--port", str(free_port())], env=env, capture_output=True, text=True, timeout=60
-    )
+    result = app_fork_server.run([START_APP, "--port", str(free_port())], env)
     assert result.returncode != 0
     assert result.stderr.strip().lower().startswith(f"start-app: {name}={value!r}".lower())
 

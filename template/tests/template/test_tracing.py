@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import uuid
 
 import app_fork_server
 import httpx
@@ -201,3 +202,19 @@ def test_the_sdks_own_tracing_is_off_when_mlflow_samples_nothing(tmp_path):
     env = app_env(MLFLOW_TRACKING_URI=f"file:{tmp_path / 'mlruns'}")
     ratios = [None if ratio == "None" else ratio for ratio in expected]
     assert app_fork_server.call(sdk_tracing_states, ratios, env=env) == expected
+
+
+@pytest.mark.usefixtures("traced")
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+def test_a_turns_trace_holds_none_of_its_request_headers(app_client, stream):
+    """The turn's state goes to the SDK as its run context, which MLflow's tracing records with the SDK call: it is
+    recorded by what it names (route, caller, conversation), never with the request's headers, which hold the user's
+    token on Databricks Apps (x-forwarded-access-token) or a sign-in."""
+    token = f"secret-{uuid.uuid4().hex}"
+    body = {"input": [{"role": "user", "content": "What time is it?"}], "stream": stream}
+    assert app_client.post("/invocations", json=body, headers={"x-forwarded-access-token": token}).status_code == 200
+    mlflow.flush_trace_async_logging()
+    trace = mlflow.get_trace(mlflow.get_last_active_trace_id())
+    recorded = json.dumps(trace.to_dict())
+    assert "get_current_time" in recorded and "TurnContext(path='/invocations'" in recorded, "the run's context"
+    assert token not in recorded

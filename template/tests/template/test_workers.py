@@ -1,21 +1,62 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
-"""`start-app` with several worker processes: how many it runs, and one app across them (start_server.py)."""
+"""`start-app` with several worker processes: how many it runs, and one app across them (start_server.py): the
+workers answer each other's approvals, the first answer to an approval is final whichever worker gets the replay
+(test_approval_answers.py), and a conversation's turns run in the order they came however the workers' tries
+interleave (test_ordered_turns.py). One two-worker app serves these tests (TwoWorkers): spawning a worker costs
+an import of the whole app, and each test starts conversations of its own."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 import signal
 import socket
+import sqlite3
 import time
+import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from support import TRACED, StartedApp, app_env, reply_text
+import sqlalchemy as sa
+from support import DELETED, TRACED, ServerThread, StartedApp, app_env, mcp_tool_server, post_turn, reply_text
 
-from agent_server import start_server
+from agent_server import memory, start_server
+from agent_server.memory.store import Store, StoredItem
+
+from .test_approval_answers import DENIED, answer, declared
+from .test_memory import counts
+from .test_ordered_turns import in_thread, kept, send, until
+
+
+class TwoWorkers:
+    """start-app with two workers, as deployed (the console script itself), on one SQLite file and the offline
+    model, tracing every request and logging JSON lines, with an MCP server in this process (which counts its runs
+    in DELETED) whose delete_file asks first. running() starts it again after a test stopped it."""
+
+    def __init__(self, tools_url: str) -> None:
+        self.env = app_env(LLM_PROVIDER="offline", LOG_FORMAT="json", MCP_SERVERS=declared(tools_url), **TRACED)
+        self.app: StartedApp | None = None
+
+    def running(self) -> StartedApp:
+        if self.app is None or self.app.process.poll() is not None:
+            self.app = StartedApp(self.env, options=("--workers", "2"), preloaded=False)
+            self.app.__enter__()
+        return self.app
+
+
+@pytest.fixture(scope="module")
+def two_workers() -> Iterator[TwoWorkers]:
+    with ServerThread(mcp_tool_server().app) as tools:
+        shared = TwoWorkers(f"{tools}/mcp")
+        yield shared
+        if shared.app is not None:
+            shared.app.stop()
 
 
 def spawned_workers(parent: int) -> list[int]:
@@ -39,41 +80,120 @@ def cpu_ticks(pid: int) -> int:
 
 
 @pytest.mark.waits
-def test_two_workers_answer_each_others_approvals_and_continue_each_others_conversations():
+def test_two_workers_honour_the_first_answer_whichever_worker_gets_the_replay(two_workers):
+    """Four conversations at once, each denied, then approved in every shape, each request on a new connection:
+    the workers share the store's answers, and nothing runs (at the MCP server; the starter's send_summary returns
+    no output)."""
+    DELETED.clear()
+    url = two_workers.running().url
+
+    def send(body: dict[str, Any]) -> list[dict[str, Any]]:
+        with httpx.Client(base_url=url, timeout=120) as fresh:  # a new connection: either worker
+            return post_turn(fresh, body, False)[0]
+
+    def denied_then_approved(number: int) -> list[list[dict[str, Any]]]:
+        prompt = {"role": "user", "content": "Use delete_file" if number % 2 else "Use send_summary"}
+        context = {"conversation_id": f"workers-{number}-{uuid.uuid4().hex}"}
+        [request] = send({"input": [prompt], "context": context})
+        whole = [prompt, request, answer(request, True)]
+        answers = [send({"input": [answer(request, False)], "context": context})]
+        for items, custom in [([answer(request, True)], {}), (whole, {}), (whole, {"replace_history": True})] * 2:
+            answers.append(send({"input": items, "context": context, "custom_inputs": custom}))
+        return answers
+
+    with ThreadPoolExecutor(4) as pool:
+        answered = [items for answers in pool.map(denied_then_approved, range(4)) for items in answers]
+    assert all(DENIED in reply_text(items) for items in answered)
+    outputs = [item["output"] for items in answered for item in items if item["type"] == "function_call_output"]
+    assert not [output for output in outputs if "An example tool" in output or "deleted" in output]
+    assert DELETED == []
+
+
+@pytest.mark.waits
+def test_two_workers_on_one_sqlite_file_run_a_conversations_turns_in_the_order_they_came(two_workers):
+    """Another process holds the conversation; turns come one after another, each on a new connection, until both
+    worker processes have turns waiting. When it is given back, they run in the order they came, however the
+    workers' tries interleave, each seeing the ones before it."""
+    url, database = two_workers.running().url, two_workers.env["MEMORY_DATABASE_URL"]
+    conversation = f"ordered-{uuid.uuid4()}"
+    owner, lease = memory.LOCAL_OWNER, "elsewhere:1/the-first-turn"
+
+    def places() -> list[str]:
+        with sqlite3.connect(database) as connection:
+            rows = connection.execute("SELECT lease FROM agent_turn_queue ORDER BY ticket").fetchall()
+        return [lease for (lease,) in rows]
+
+    async def in_store_at(work: Callable[[Store], Any]) -> None:
+        store = Store(sa.URL.create("sqlite+pysqlite", database=database))
+        try:
+            await work(store)
+        finally:
+            await store.close()
+
+    # The first turn, as another app process runs it: the conversation held, and its answer stored later.
+    asyncio.run(in_store_at(lambda store: store.start_turn(owner, conversation, lease, 120)))
+    turns, texts = [], []
+    while len({lease.split("/")[0] for lease in places()}) < 2:  # a waiter on each worker (its pid)
+        assert len(texts) < 30, f"the connections all went to one worker: {places()}"
+        # The kernel tends to hand one idle worker every new connection in turn: a burst of health checks at
+        # once keeps both busy for a moment, so the next turn may reach either.
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _: httpx.get(f"{url}/health", timeout=30), range(8)))
+        texts.append(f"Turn {len(texts) + 2}")
+        turns.append(in_thread(functools.partial(send, url, conversation, texts[-1])))
+        until(lambda: len(places()) == len(texts), f"{texts[-1]!r} to wait for its turn", seconds=120)
+    first = [
+        StoredItem({"role": "user", "content": "Hello"}, None),
+        StoredItem({"role": "assistant", "content": "Hi"}, None),
+    ]
+    asyncio.run(in_store_at(lambda store: store.finish_turn(owner, conversation, lease, first, False, "Hello", 0)))
+    for thread, _ in turns:
+        thread.join(60)
+    for number, (_, done) in enumerate(turns, start=2):
+        assert counts(number, number - 1) in done[0], (number, done)
+    users = [item["content"] for item in kept(url, conversation) if item.get("role") == "user"]
+    assert users == ["Hello", *texts]
+    assert places() == []
+
+
+@pytest.mark.waits
+def test_two_workers_answer_each_others_approvals_and_continue_each_others_conversations(two_workers):
     """send_summary asks first; each approval is sent on a new connection, 8 at a time, so the two processes
     answer approvals that the other signed, in conversations the other stored. With a secret per process, about
     half of them would be refused. Each process traces its requests and logs JSON lines. SIGTERM stops both."""
-    env = app_env(LLM_PROVIDER="offline", LOG_FORMAT="json", **TRACED)
-    app = StartedApp(env, options=("--workers", "2"), preloaded=False)  # the script itself, as deployed
-    with app as url:
-        workers = spawned_workers(app.pid)
-        assert len(workers) == 2, app.output
-        before = {pid: cpu_ticks(pid) for pid in workers}
+    app = two_workers.running()
+    url, logged_before = app.url, len(app.output.splitlines())  # what the module's other tests had it log
+    workers = spawned_workers(app.pid)
+    assert len(workers) == 2, app.output
+    before = {pid: cpu_ticks(pid) for pid in workers}
+    traced: list[str] = []
 
-        def approved(_: int) -> str:
-            with httpx.Client(base_url=url, timeout=120) as client:
-                asked = client.post("/invocations", json={"input": "Use send_summary"}).json()
-            [request] = [item for item in asked["output"] if item["type"] == "mcp_approval_request"]
-            answer = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}
-            body = {"input": [answer], "context": {"conversation_id": asked["custom_outputs"]["session_id"]}}
-            with httpx.Client(base_url=url, timeout=120) as client:
-                done = client.post("/invocations", json=body)
-            assert done.status_code == 200, done.text
-            return reply_text(done.json()["output"])
+    def approved(_: int) -> str:
+        with httpx.Client(base_url=url, timeout=120) as client:
+            asked = client.post("/invocations", json={"input": "Use send_summary"}).json()
+        [request] = [item for item in asked["output"] if item["type"] == "mcp_approval_request"]
+        answer = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}
+        body = {"input": [answer], "context": {"conversation_id": asked["custom_outputs"]["session_id"]}}
+        with httpx.Client(base_url=url, timeout=120) as client:
+            done = client.post("/invocations", json=body)
+        assert done.status_code == 200, done.text
+        traced.extend(answered["custom_outputs"]["trace_id"] for answered in (asked, done.json()))
+        return reply_text(done.json()["output"])
 
-        with ThreadPoolExecutor(8) as pool:
-            replies = list(pool.map(approved, range(24)))
-        assert all(reply.startswith("The tool returned: An example tool") for reply in replies), replies
-        assert all(cpu_ticks(pid) > before[pid] for pid in workers), "both processes served"
-        assert "2 worker processes" in app.output
-        stopping_refuses_new_connections(app, url)
-    assert app.process is not None and app.process.returncode == 0, app.output
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(approved, range(24)))
+    assert all(reply.startswith("The tool returned: An example tool") for reply in replies), replies
+    assert all(cpu_ticks(pid) > before[pid] for pid in workers), "both processes served"
+    assert "2 worker processes" in app.output
+    stopping_refuses_new_connections(app, url)
+    assert app.stop() == 0, app.output
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()], "SIGTERM stopped the workers too"
-    logged = [json.loads(line) for line in app.output.splitlines() if line.startswith("{")]
+    logged = [json.loads(line) for line in app.output.splitlines()[logged_before:] if line.startswith("{")]
     posts = [line for line in logged if line["logger"] == "uvicorn.access" and "POST /invocations" in line["message"]]
     assert len(posts) == 48, "each request, as JSON"
-    traces = Path(env["MLFLOW_TRACKING_URI"].removeprefix("file:")).glob("*/traces/*")
-    assert len([folder for folder in traces if folder.is_dir()]) == 48, "each request traced, and flushed on stop"
+    traces = Path(two_workers.env["MLFLOW_TRACKING_URI"].removeprefix("file:")).glob("*/traces/*")
+    stored = {folder.name for folder in traces if folder.is_dir()}
+    assert len(set(traced)) == 48 and set(traced) <= stored, "each request traced, and flushed on stop"
 
 
 def stopping_refuses_new_connections(app: StartedApp, url: str) -> None:
