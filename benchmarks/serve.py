@@ -1,11 +1,12 @@
-"""Benchmark: serving, HEAD against release 0.1.0, each a real `start-app` process side by side.
+"""Benchmark: serving, HEAD against release 0.1.0 (and a third app), each a real `start-app` process side by side.
 
-Run with `scripts/benchmark serve` (it renders and syncs both apps, then runs this with the template
-repo's own Python, whose dev group has httpx). For each run, app A (0.1.0) and app B (HEAD) start fresh
-side by side, once with tracing off and once with it on, and each cell is measured on one right after the other:
+Run with `scripts/benchmark serve` (it renders and syncs the apps, then runs this with the template
+repo's own Python, whose dev group has httpx). For each run, app A (0.1.0), app B (HEAD) and, with --app-c, app C
+(the commit before a change, to show HEAD is cheaper than it) start fresh side by side, once with tracing off and
+once with it on, and each cell is measured on one right after the other:
 - the app: `<app>/.venv/bin/start-app --host 127.0.0.1 --port N --workers 1` (what `uv run start-app`
   runs, without uv's process in between), one uvicorn process pinned to core 0 (taskset); 0.1.0 has no
-  memory, and HEAD runs as rendered (its default, SQLite memory on, a fresh store per process); the model
+  memory, and HEAD (and C) run as rendered (SQLite memory on, a fresh store per process); the model
   a stub (stub_model.py: a fixed reply at once) in chat_completions mode;
 - the stub model and this load client (httpx.AsyncClient) pinned to core 1;
 - every request sends the whole history, as a chat UI replays it with memory off: a question, the
@@ -16,7 +17,7 @@ side by side, once with tracing off and once with it on, and each cell is measur
   its peak RSS is VmHWM from /proc/PID/status, reset before each cell (clear_refs).
 Tracing "on" is the default local file store (MLFLOW_TRACKING_URI=file:<temp>/mlruns); "off" is the
 app's documented switch, MLFLOW_TRACE_SAMPLING_RATIO=0, and the run checks that it wrote no trace.
-Every ratio B/A is taken within one pair of cells, then the median over the runs is reported.
+Every ratio (B/A, B/C) is taken within one run's cells, then the median over the runs is reported.
 With --profile, py-spy samples HEAD at concurrency 8, not streaming, tracing off and on.
 Prints a Markdown section for RESULTS.md (with --write, replaces that section in the file).
 Traffic goes to 127.0.0.1 only; every loop is bounded by a count and by time.
@@ -60,16 +61,21 @@ from served_app import (  # noqa: E402
 )
 
 
+def cell_order(apps: list[App], run: int) -> list[App]:
+    """A, B, C in one run and C, B, A in the next: no app always goes first, and B (HEAD, the app every ratio is
+    about) is always measured right beside each app it is compared with."""
+    return apps if run % 2 == 0 else apps[::-1]
+
+
 async def measure_pair(
     apps: list[App], tracing: str, run: int, stub_url: str, work: Path, settings: Settings, checks: dict
 ) -> dict[tuple[str, str, int], Cell]:
-    """One fresh process per app, both up at once; each cell is measured on one app right after the other.
+    """One fresh process per app, all up at once; each cell is measured on one app right after the other.
 
     Pairing cell by cell, seconds apart, keeps the other tenants' load on this shared machine about the same for
-    both sides of a ratio: run by run, a whole process a minute after the other saw ratios swing by 30%. The
-    order within a pair alternates run by run, so neither app always goes first.
+    both sides of a ratio: run by run, a whole process a minute after the other saw ratios swing by 30%.
     """
-    order = apps if run % 2 == 0 else apps[::-1]
+    order = cell_order(apps, run)
     served = {
         app.key: Served(app, stub_url, work / f"run{run}-{app.key}-tracing-{tracing}", tracing, settings)
         for app in apps
@@ -115,6 +121,8 @@ async def main_async(args: argparse.Namespace) -> str:
         App("A", args.label_a, Path(args.app_a).resolve(), memory=args.memory_a),
         App("B", args.label_b, Path(args.app_b).resolve(), memory=args.memory_b),
     ]
+    if args.app_c:
+        apps.append(App("C", args.label_c, Path(args.app_c).resolve(), memory=args.memory_c))
     for app in apps:
         app_facts(app)
     work = Path(tempfile.mkdtemp(prefix="serve-bench-"))
@@ -164,7 +172,9 @@ async def main_async(args: argparse.Namespace) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Serving benchmark, HEAD against 0.1.0 (see the module's doc).")
+    parser = argparse.ArgumentParser(
+        description="Serving benchmark, HEAD against 0.1.0 and optionally a third app (see the module's doc)."
+    )
     parser.add_argument("--app-a", required=True, help="the rendered, synced 0.1.0 app")
     parser.add_argument("--app-b", required=True, help="the rendered, synced HEAD app")
     parser.add_argument("--label-a", default="release 0.1.0")
@@ -173,6 +183,9 @@ def main() -> None:
     parser.add_argument(
         "--memory-b", default="as rendered", help='B\'s MEMORY_BACKEND, or "as rendered" (default: its SQLite default)'
     )
+    parser.add_argument("--app-c", help="optional: a third rendered, synced app, B measured against it too")
+    parser.add_argument("--label-c", default="the commit before the change")
+    parser.add_argument("--memory-c", default="as rendered", help='C\'s MEMORY_BACKEND, or "as rendered"')
     parser.add_argument("--runs", type=int, default=None, help="run pairs (default 3; 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few requests, one run")
     parser.add_argument(

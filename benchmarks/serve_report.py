@@ -10,6 +10,7 @@ from served_app import CLIENT_CORE, CLOCK_TICK, CONCURRENCY, MODES, SERVER_CORE,
 
 HEADING = "## Serving: HEAD against 0.1.0 (benchmarks/serve.py)"
 TRACING = ("off", "on")
+TARGET = 0.7  # issue 49: B's CPU per request at most 0.7x of release 0.1.0's, at c=8 with tracing off
 
 
 def med(values: list[float]) -> float:
@@ -21,35 +22,46 @@ def ms(value: float, digits: int = 1) -> str:
     return "–" if value != value else f"{value:,.{digits}f}"
 
 
+def compared(apps: list[App]) -> list[App]:
+    """The apps B is measured against: A (the release), and C (the commit before a change) when there is one."""
+    return [apps[0], *apps[2:]]
+
+
 def results_table(apps: list[App], runs: list[dict]) -> list[str]:
-    """runs: per run, {(app key, tracing, mode, concurrency): Cell}."""
-    a, b = apps[0].key, apps[1].key
-    lines = [
-        "| mode | concurrency | tracing | CPU ms/req A | CPU ms/req B | CPU ratio B/A | req/s A | req/s B "
-        "| p50 / p95 / p99 ms A | p50 / p95 / p99 ms B | errors A / B | peak RSS MiB A | peak RSS MiB B |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    """runs: per run, {(app key, tracing, mode, concurrency): Cell}. Each app's medians, and B over each other app."""
+    b, keys = apps[1].key, [app.key for app in apps]
+    against = [app.key for app in compared(apps)]
+    header = (
+        ["mode", "concurrency", "tracing"]
+        + [f"CPU ms/req {key}" for key in keys]
+        + [f"CPU ratio {b}/{key}" for key in against]
+        + [f"req/s {key}" for key in keys]
+        + [f"p50 / p95 / p99 ms {key}" for key in keys]
+        + ["errors " + " / ".join(keys)]
+        + [f"peak RSS MiB {key}" for key in keys]
+    )
+    lines = ["| " + " | ".join(header) + " |", "|---|---:|---|" + "---:|" * (len(header) - 3)]
     for mode in MODES:
         for concurrency in CONCURRENCY:
             for tracing in TRACING:
-                pairs = [(run[a, tracing, mode, concurrency], run[b, tracing, mode, concurrency]) for run in runs]
+                cells = [{key: run[key, tracing, mode, concurrency] for key in keys} for run in runs]
 
-                def each(name: str, which: int, pairs: list = pairs) -> float:
-                    return med([getattr(pair[which], name) for pair in pairs])
+                def each(name: str, key: str, cells: list = cells) -> float:
+                    return med([getattr(one[key], name) for one in cells])
 
-                ratio = med([pair[1].cpu_ms / pair[0].cpu_ms for pair in pairs])
-                errors = [sum(sum(pair[which].errors.values()) for pair in pairs) for which in (0, 1)]
-                lines.append(
-                    f"| {'stream' if mode == 'stream' else 'not streaming'} | {concurrency} | {tracing} "
-                    f"| {ms(each('cpu_ms', 0), 2)} | {ms(each('cpu_ms', 1), 2)} | {ms(ratio, 2)}× "
-                    f"| {ms(each('rps', 0), 0)} | {ms(each('rps', 1), 0)} "
-                    + "".join(
-                        f"| {ms(each('p50', w), 0)} / {ms(each('p95', w), 0)} / {ms(each('p99', w), 0)} "
-                        for w in (0, 1)
-                    )
-                    + f"| {errors[0]} / {errors[1]} | {ms(each('rss_mib', 0), 0)} | {ms(each('rss_mib', 1), 0)} |"
-                )
+                row = [mode_name(mode), str(concurrency), tracing]
+                row += [ms(each("cpu_ms", key), 2) for key in keys]
+                row += [f"{ms(med([one[b].cpu_ms / one[key].cpu_ms for one in cells]), 2)}×" for key in against]
+                row += [ms(each("rps", key), 0) for key in keys]
+                row += [" / ".join(ms(each(name, key), 0) for name in ("p50", "p95", "p99")) for key in keys]
+                row.append(" / ".join(str(sum(sum(one[key].errors.values()) for one in cells)) for key in keys))
+                row += [ms(each("rss_mib", key), 0) for key in keys]
+                lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def mode_name(mode: str) -> str:
+    return "stream" if mode == "stream" else "not streaming"
 
 
 def tracing_cost(apps: list[App], runs: list[dict]) -> list[str]:
@@ -61,7 +73,7 @@ def tracing_cost(apps: list[App], runs: list[dict]) -> list[str]:
         for mode in MODES:
             cells = [(run[app.key, "off", mode, 8], run[app.key, "on", mode, 8]) for run in runs]
             lines.append(
-                f"| {app.key} | {'stream' if mode == 'stream' else 'not streaming'} "
+                f"| {app.key} | {mode_name(mode)} "
                 f"| {ms(med([off.cpu_ms for off, _ in cells]), 2)} | {ms(med([on.cpu_ms for _, on in cells]), 2)} "
                 f"| {ms(med([on.cpu_ms - off.cpu_ms for off, on in cells]), 2)} "
                 f"| {ms(med([on.cpu_ms / off.cpu_ms for off, on in cells]), 2)}× |"
@@ -69,18 +81,34 @@ def tracing_cost(apps: list[App], runs: list[dict]) -> list[str]:
     return lines
 
 
+def target_ratios(apps: list[App], runs: list[dict], mode: str) -> dict[str, float]:
+    """At c=8, tracing off: the median of the runs' ratios of B's CPU per request over each compared app's."""
+    b = apps[1].key
+    return {
+        app.key: med([run[b, "off", mode, 8].cpu_ms / run[app.key, "off", mode, 8].cpu_ms for run in runs])
+        for app in compared(apps)
+    }
+
+
 def targets(apps: list[App], runs: list[dict]) -> str:
+    """B at most TARGET of A's CPU per request, and below C's (the commit before the change) when there is a C."""
     a, b = apps[0].key, apps[1].key
     parts = []
     for mode in MODES:
-        ratio = med([run[b, "off", mode, 8].cpu_ms / run[a, "off", mode, 8].cpu_ms for run in runs])
+        ratios = target_ratios(apps, runs, mode)
+        said = [f"B/{a} {ratios[a]:.2f}× ({'met' if ratios[a] <= TARGET else 'not met'})"]
+        said += [
+            f"B/{key} {ratio:.2f}× ({'met' if ratio < 1 else 'not met'})" for key, ratio in ratios.items() if key != a
+        ]
         p99 = med([run[b, "off", mode, 8].p99 for run in runs])
         name = "streaming" if mode == "stream" else "not streaming"
-        parts.append(
-            f"{name}: CPU/request {ratio:.2f}× of {apps[0].label} ({'met' if ratio <= 0.8 else 'not met'}), "
-            f"p99 {p99:.0f} ms"
-        )
+        parts.append(f"{name}: CPU/request " + ", ".join(said) + f", p99 {p99:.0f} ms")
     return "; ".join(parts)
+
+
+def target_rule(apps: list[App]) -> str:
+    rule = f"B at most {TARGET}× A's CPU per request"
+    return rule + ", and below C's" if len(apps) > 2 else rule
 
 
 def memory_note(apps: list[App]) -> str:
@@ -95,19 +123,56 @@ def memory_note(apps: list[App]) -> str:
     return "Memory: " + ", ".join(f"{key} {how}" for key, how in said.items()) + "." + stateless
 
 
+def order_note(apps: list[App]) -> str:
+    keys = [app.key for app in apps]
+    if len(apps) == 2:
+        return "A first in odd runs, B first in even ones"
+    forth, back = ", ".join(keys), ", ".join(keys[::-1])
+    return f"{forth} in odd runs, {back} in even ones, so B is measured right beside each of the others"
+
+
+def checks_line(apps: list[App], checks: dict) -> str:
+    sizes = {app.key: dict(checks.get(("input sizes", app.key), {})) for app in apps}
+    traced = {
+        app.key: [sum(column) for column in zip(*checks.get(("traces", app.key, "on"), [(0, 0)]), strict=True)]
+        for app in apps
+    }
+    stored = [app for app in apps if app.memory == "as rendered"]
+    return (
+        "Checks: every model call carried the whole history "
+        + ", ".join(
+            f"({app.key}: " + ", ".join(f"{size} messages × {n}" for size, n in sorted(sizes[app.key].items())) + ")"
+            for app in apps
+        )
+        + "; with tracing off no app wrote a trace (MLFLOW_TRACE_SAMPLING_RATIO=0), with it on "
+        + ", ".join(f"{app.key} wrote {traced[app.key][0]:,} for {traced[app.key][1]:,} requests" for app in apps)
+        + " (warm-up included)"
+        + (
+            "; conversation items stored: "
+            + ", ".join(f"{app.key} {sum(checks.get(('stored', app.key), [])):,}" for app in stored)
+            + " (memory as rendered)"
+            if stored
+            else ""
+        )
+        + "."
+    )
+
+
 def report(
     apps: list[App], runs: list[dict], settings: Settings, checks: dict, prof: dict[str, dict] | None, meta: dict
 ) -> str:
-    a, b = apps
+    """apps: A (the release), B (HEAD), and optionally C (the commit before a change), in that order."""
+    pythons = sorted({app.python for app in apps})
     out = [HEADING, ""]
     out.append(
         f"Made by `{meta['command']}` on {meta['date']}, in {meta['minutes']:.1f} minutes. "
-        f"{os.cpu_count()} cores ({cpu_model()}), Linux {os.uname().release}, Python {b.python} in both apps. "
+        f"{os.cpu_count()} cores ({cpu_model()}), Linux {os.uname().release}, Python {' and '.join(pythons)} "
+        f"in the {len(apps)} apps. "
         f"The machine was shared with other engineers' test runs at the time (load average {meta['load_before']} "
         f"at the start, {meta['load_after']} at the end), so absolute figures are noisy: compare the ratios, "
-        "each taken within a pair of cells measured one right after the other, before the median over the runs."
+        "each taken within cells measured one right after the other, before the median over the runs."
     )
-    out += ["", f"- A: {a.label}", f"- B: {b.label}", ""]
+    out += ["", *(f"- {app.key}: {app.label}" for app in apps), ""]
     out.append("| app | " + " | ".join(VERSIONS) + " |")
     out.append("|---|" + "---|" * len(VERSIONS))
     for app in apps:
@@ -116,41 +181,23 @@ def report(
     out += [
         "",
         f"{settings.runs} run(s); per run and app, one fresh process with tracing off and one with it on, each warmed "
-        f"up with {settings.warmup} requests, then per cell {requests}. Both apps' processes are up at once, and each "
-        "cell is measured on one app right after the other (A first in odd runs, B first in even ones). "
+        f"up with {settings.warmup} requests, then per cell {requests}. The apps' processes are up at once, and each "
+        f"cell is measured on one app right after the other ({order_note(apps)}). "
         "Each process is one uvicorn worker "
         f"(`start-app --host 127.0.0.1 --port N --workers 1`) pinned to core {SERVER_CORE}; the stub model and the "
         f"httpx load client share core {CLIENT_CORE}. {memory_note(apps)} chat_completions mode, the whole two-turn "
         "history (with the answer as an id-less assistant output_text message) in every request. CPU ms/req is the app "
         "process's utime+stime over the cell (read with the process quiet before and after, so background trace "
         f"export counts; {CLOCK_TICK * 1000:.0f} ms ticks) per completed request; peak RSS is VmHWM, reset before "
-        "each cell. A, B and latencies are medians over the runs; the ratio is the median of the runs' ratios.",
+        "each cell. Each app's figures and latencies are medians over the runs; a ratio is the median of the runs' "
+        "ratios.",
         "",
     ]
     out += results_table(apps, runs)
-    out += ["", f"Target (B at most 0.8× A's CPU per request), at c=8 with tracing off: {targets(apps, runs)}.", ""]
+    out += ["", f"Target ({target_rule(apps)}), at c=8 with tracing off: {targets(apps, runs)}.", ""]
     out += ["What tracing costs, at c=8 (medians of the runs' differences and ratios):", ""]
     out += tracing_cost(apps, runs)
-    sizes = {app.key: dict(checks.get(("input sizes", app.key), {})) for app in apps}
-    traced = {
-        app.key: (
-            sum(n for n, _ in checks.get(("traces", app.key, "on"), [])),
-            sum(r for _, r in checks.get(("traces", app.key, "on"), [])),
-        )
-        for app in apps
-    }
-    out += [
-        "",
-        "Checks: every model call carried the whole history "
-        + ", ".join(
-            f"({app.key}: " + ", ".join(f"{size} messages × {n}" for size, n in sorted(sizes[app.key].items())) + ")"
-            for app in apps
-        )
-        + "; with tracing off neither app wrote a trace (MLFLOW_TRACE_SAMPLING_RATIO=0), with it on "
-        + ", ".join(f"{app.key} wrote {traced[app.key][0]:,} for {traced[app.key][1]:,} requests" for app in apps)
-        + " (warm-up included); conversation items B stored: "
-        + f"{sum(checks.get(('stored', b.key), [])):,} (MEMORY: {b.memory}).",
-    ]
+    out += ["", checks_line(apps, checks)]
     for tracing, one in (prof or {}).items():
         out += profile_section(one, tracing, meta["command"])
     return "\n".join(out) + "\n"

@@ -4,6 +4,7 @@ package's own types accept, and the /proc readers read a real process."""
 
 from __future__ import annotations
 
+import collections
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other
 serve = load_module("benchmark_serve", ROOT / "benchmarks" / "serve.py")
 import sections  # noqa: E402
 import serve_profile  # noqa: E402
+import serve_report  # noqa: E402
 import served_app  # noqa: E402
 import stub_model  # noqa: E402
 
@@ -129,6 +131,88 @@ def test_profile_summary_groups_frames_by_package() -> None:
     assert shares["uvicorn/starlette/fastapi"] == (0.0, 75.0) and shares["asyncio"] == (0.0, 100.0)
     assert functions[0] == ("openai", "_transform (openai/_utils/_transform.py)", 75.0)
     assert serve_profile.inclusive_functions(raw, "agents") == [("run (agents/run.py)", 75.0)]
+
+
+def fake_runs(cpu: dict[tuple[str, str], list[float]]) -> list[dict]:
+    """Runs of cells whose CPU per request is cpu[app key, mode][index] at c=8 with tracing off, and 5 ms elsewhere."""
+    runs = []
+    for index in range(3):
+        cells = {}
+        for (key, mode), per_run in cpu.items():
+            for tracing in serve_report.TRACING:
+                for concurrency in served_app.CONCURRENCY:
+                    chosen = tracing == "off" and concurrency == 8
+                    cells[key, tracing, mode, concurrency] = served_app.Cell(
+                        cpu_ms=per_run[index] if chosen else 5.0,
+                        rps=100.0,
+                        p50=10.0,
+                        p95=20.0,
+                        p99=30.0 + index,
+                        done=400,
+                        errors=collections.Counter({"HTTP 500": 1} if key == "C" and index == 0 else {}),
+                        rss_mib=200.0,
+                    )
+        runs.append(cells)
+    return runs
+
+
+def serve_report_of(apps: list, runs: list[dict]) -> str:
+    for app in apps:
+        app.python, app.versions = "3.11.7", {name: "1.0" for name in served_app.VERSIONS}
+    meta = {"command": "scripts/benchmark serve", "date": "2026-12-06", "minutes": 9.0}
+    meta |= {"load_before": "1.0 1.0 1.0", "load_after": "1.0 1.0 1.0"}
+    settings = served_app.Settings.make(quick=False, runs=3)
+    checks = {("stored", "B"): [0, 0, 0], ("stored", "C"): [0, 0, 0], ("traces", "A", "on"): [(450, 450)]}
+    return serve_report.report(apps, runs, settings, checks, None, meta)
+
+
+def test_the_serving_report_sets_head_beside_the_release_and_the_commit_before_the_change() -> None:
+    apps = [served_app.App(key, f"app {key}", Path(f"/apps/{key}")) for key in "ABC"]
+    apps[1].memory = apps[2].memory = "as rendered"
+    # Ratios are taken run by run, then their median: B/A 0.60, 0.65, 0.90 -> 0.65; B/C 0.90, 1.30, 0.95 -> 0.95.
+    runs = fake_runs(
+        {
+            ("A", "json"): [10.0, 10.0, 10.0],
+            ("B", "json"): [6.0, 6.5, 9.0],
+            ("C", "json"): [6.0 / 0.9, 5.0, 9.0 / 0.95],
+            ("A", "stream"): [10.0, 10.0, 10.0],
+            ("B", "stream"): [7.0, 7.5, 8.0],
+            ("C", "stream"): [7.0, 7.0, 8.0],
+        }
+    )
+    text = serve_report_of(apps, runs)
+    assert "- A: app A\n- B: app B\n- C: app C\n" in text
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    header = [
+        cell.strip() for cell in next(line for line in table if line.startswith("| mode |")).strip("|").split("|")
+    ]
+    assert header[3:8] == ["CPU ms/req A", "CPU ms/req B", "CPU ms/req C", "CPU ratio B/A", "CPU ratio B/C"]
+    assert "errors A / B / C" in header and "peak RSS MiB C" in header
+    row = next(line for line in table if line.startswith("| not streaming | 8 | off |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[3:8] == ["10.00", "6.50", "6.67", "0.65×", "0.95×"]
+    assert cells[header.index("errors A / B / C")] == "0 / 0 / 1"
+    assert (
+        "Target (B at most 0.7× A's CPU per request, and below C's), at c=8 with tracing off: "
+        "not streaming: CPU/request B/A 0.65× (met), B/C 0.95× (met), p99 31 ms; "
+        "streaming: CPU/request B/A 0.75× (not met), B/C 1.00× (not met), p99 31 ms." in text
+    )
+    assert "| C | stream | 7.00 | 5.00 |" in text  # what tracing costs, for C too
+    assert "A, B, C in odd runs, C, B, A in even ones" in text
+    assert "conversation items stored: B 0, C 0 (memory as rendered)" in text
+    assert [app.key for app in serve.cell_order(apps, 0)] == ["A", "B", "C"]
+    assert [app.key for app in serve.cell_order(apps, 1)] == ["C", "B", "A"]
+
+
+def test_the_serving_report_of_two_apps_has_no_third_column() -> None:
+    apps = [served_app.App(key, f"app {key}", Path(f"/apps/{key}")) for key in "AB"]
+    runs = fake_runs({(key, mode): [10.0 if key == "A" else 7.0] * 3 for key in "AB" for mode in served_app.MODES})
+    text = serve_report_of(apps, runs)
+    assert "C" not in [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")]
+    assert "B/C" not in text and "below C" not in text
+    assert "not streaming: CPU/request B/A 0.70× (met), p99 31 ms" in text
+    assert "A first in odd runs, B first in even ones" in text
+    assert "(warm-up included)." in text  # neither kept memory, so no stored items to count
 
 
 suite = load_module("benchmark_test_suite", ROOT / "benchmarks" / "test_suite.py")
