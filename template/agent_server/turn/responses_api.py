@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 from agent_server.turn.responses_shapes import EventShaper, error_code, openai_output, response_fields
@@ -26,16 +25,6 @@ def shaper(context: TurnContext) -> EventShaper:
     """The shaper of one turn's events: its items numbered after those its run's earlier attempts announced."""
     first = context.run.first_output_index if context.run is not None else 0
     return EventShaper(first, context.call_named)
-
-
-async def shaped(context: TurnContext, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
-    """A run attempt's events in the API's shapes (the run adds its own first and last: runs/events.py)."""
-    shapes = shaper(context)
-    async for event in events:
-        for out in shapes.take(event):
-            yield out
-    for out in shapes.finish():
-        yield out
 
 
 class ResponseStream:
