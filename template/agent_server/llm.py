@@ -4,7 +4,8 @@
 | variable | values | default |
 |---|---|---|
 | LLM_PROVIDER | openai, databricks, offline | your copier answer, in agent_server/config/defaults.py |
-| LLM_MODEL | the model or serving-endpoint name | likewise |
+| LLM_MODEL | the model or serving-endpoint name: the default of the models users may pick | likewise |
+| LLM_MODELS | the models users may pick, `name=Label,name2` (config/models.py); unset: LLM_MODEL alone | unset |
 | LLM_API | chat_completions, responses | likewise |
 | LLM_ALLOW_OFFLINE | true lets a deployed app serve the offline model | unset |
 | LLM_ON_BEHALF_OF_USER | true: call Databricks models as the caller (x-forwarded-access-token); none: 401 | unset |
@@ -22,6 +23,7 @@ or the openai client, which take a second or more: start-app checks these settin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import AsyncGenerator, Generator
 from typing import TYPE_CHECKING, Any
@@ -36,7 +38,9 @@ if TYPE_CHECKING:
     from agents import Model
     from openai import AsyncOpenAI
 
-__all__ = ["API_MODES", "PROVIDERS", "ConfigurationError", "LLMSettings", "Provider", "llm_settings", "model"]
+__all__ = [
+    "API_MODES", "PROVIDERS", "ConfigurationError", "LLMSettings", "Provider", "llm_settings", "model", "model_named",
+]  # fmt: skip
 
 
 def llm_settings() -> LLMSettings:
@@ -78,7 +82,12 @@ def model(current: LLMSettings | None = None) -> Model:
     return _model(current or llm_settings())
 
 
-@functools.lru_cache(maxsize=8)
+def model_named(name: str) -> Model:
+    """The SDK model object for `name` (one of LLM_MODELS), with the configured provider and API mode."""
+    return _model(dataclasses.replace(llm_settings(), model=name))
+
+
+@functools.lru_cache(maxsize=32)  # LLM_MODELS lists at most 20 (config/models.py)
 def _model(current: LLMSettings) -> Model:
     from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel
 

@@ -61,6 +61,7 @@ conversations = sa.Table(
     time_column("updated_at", index=True),
     sa.Column("lease", sa.String(64)),
     sa.Column("lease_until", sa.Float),
+    sa.Column("model", sa.String(200)),  # the model its user picked (schema 9; conversation_models.py); None: default
 )
 items = sa.Table(
     "agent_conversation_items",
@@ -234,11 +235,18 @@ def _version_8(connection: sa.Connection) -> None:
     metadata.create_all(connection, tables=[branches])
 
 
+def _version_9(connection: sa.Connection) -> None:
+    # Version 1 creates the conversations table as this module declares it, so a new database has the column already.
+    if "model" not in {column["name"] for column in sa.inspect(connection).get_columns(conversations.name)}:
+        connection.execute(sa.text(f"ALTER TABLE {conversations.name} ADD COLUMN model VARCHAR(200)"))
+
+
 MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3, 4: _version_4}
 MIGRATIONS[5] = _version_5  # the turn queue
 MIGRATIONS[6] = _version_6  # long-term memory
 MIGRATIONS[7] = _version_7  # rate limits counted in the store, for every instance
 MIGRATIONS[8] = _version_8  # earlier branches of conversations: no turn is deleted by a replayed history
+MIGRATIONS[9] = _version_9  # a model per conversation (LLM_MODELS)
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 
