@@ -58,10 +58,39 @@ def check_configuration(current: config.Settings | None = None) -> LLMSettings:
             "To try the app without credentials, set LLM_PROVIDER=offline."
         )
     if chosen.provider == "databricks":
-        databricks_config()
+        workspace = databricks_config()
+        if current.deployment.deployed:
+            check_endpoints(workspace, current.models.names)
     if chosen.provider == "offline":
         refuse_offline_when_deployed(current)
     return chosen
+
+
+def check_endpoints(workspace: Any, names: tuple[str, ...]) -> None:
+    """A deployed app queries each serving endpoint it offers (LLM_MODEL, LLM_MODELS): one that does not exist, is
+    not ready or is not granted stops start-up, named in one line, instead of failing a user's first turn on it."""
+    from databricks.sdk import WorkspaceClient
+    from databricks.sdk.errors import NotFound, PermissionDenied
+    from databricks.sdk.errors.base import DatabricksError
+
+    client, problems = WorkspaceClient(config=workspace), []
+    for name in names:
+        try:
+            state = client.serving_endpoints.get(name).state
+        except NotFound:
+            problems.append(f"{name} (does not exist)")
+        except PermissionDenied:
+            problems.append(f"{name} (the app may not query it: grant CAN_QUERY in databricks.yml)")
+        except DatabricksError as error:
+            problems.append(f"{name} ({error})".replace("\n", " "))
+        else:
+            if state is None or state.ready is None or state.ready.value != "READY":
+                problems.append(f"{name} (not ready)")
+    if problems:
+        raise ConfigurationError(
+            "LLM_PROVIDER=databricks: serving endpoints this app offers (LLM_MODEL, LLM_MODELS) cannot answer: "
+            f"{', '.join(problems)}. Create them or wait until they are ready, or list only the ones that are."
+        )
 
 
 def refuse_offline_when_deployed(current: config.Settings | None = None) -> None:

@@ -3,8 +3,8 @@
 
 `LLM_MODELS=name=Label,name2` lists them, each with an optional label the page shows; every one is served by
 LLM_PROVIDER through LLM_API, as LLM_MODEL is: one app does not mix providers (an entry that names another provider,
-`openai:gpt-4.1`, is refused at start-up). The default is LLM_MODEL when it is set (it must then be listed), else the
-list's first. Unset, the app offers LLM_MODEL alone, as before the list existed.
+`openai:gpt-4.1`, is refused at start-up). The default is LLM_MODEL when it is set (listed first if the list does not
+name it), else the list's first. Unset, the app offers LLM_MODEL alone, as before the list existed.
 """
 
 from __future__ import annotations
@@ -68,15 +68,16 @@ class ModelChoices:
 
     @classmethod
     def read(cls, env: Mapping[str, str]) -> ModelChoices:
-        listed, model = read_group(cls, env)["listed"], (env.get("LLM_MODEL") or "").strip() or defaults.LLM_MODEL
-        if not listed:
-            return cls((OfferedModel(model, model),), model)
-        if (env.get("LLM_MODEL") or "").strip():
-            if model not in (each.name for each in listed):
-                names = ", ".join(each.name for each in listed)
-                raise ConfigurationError(
-                    f"LLM_MODEL={model!r} is not among LLM_MODELS ({names}): list it, or unset LLM_MODEL to make the"
-                    " list's first the default"
-                )
-            return cls(listed, model)
-        return cls(listed, listed[0].name)
+        """LLM_MODELS (unset: the copier answer llm_models), with LLM_MODEL the default: at the list's head if it
+        does not name it, so a deploy that gives LLM_MODEL from a resource (databricks.yml) lists the others alone."""
+        raw = (env.get("LLM_MODELS") or "").strip() or getattr(defaults, "LLM_MODELS", "")
+        listed = read_group(cls, {"LLM_MODELS": raw})["listed"]
+        model = (env.get("LLM_MODEL") or "").strip()
+        if not model and listed:
+            return cls(listed, listed[0].name)
+        model = model or defaults.LLM_MODEL
+        if model not in (each.name for each in listed):
+            listed = (OfferedModel(model, model), *listed)
+        if len(listed) > MAX_MODELS:
+            raise ConfigurationError(f"LLM_MODEL and LLM_MODELS name {len(listed)} models; at most {MAX_MODELS}")
+        return cls(listed, model)

@@ -63,9 +63,11 @@ def responses_answer(body: dict[str, Any]) -> Answer:
 
 
 def answered_as(said: Answer, model: Any) -> Answer:
-    """With several models listed (LLM_MODELS), the offline model answers under each of their names, and says which
-    name it answered as: the page's picker and the tests show which model a turn ran on, with no credentials."""
-    if OWN_WORDS not in said.text or not isinstance(model, str) or not config.settings().models.several:
+    """The offline model answers under every name, and under a listed one (LLM_MODELS) other than the default, says
+    which: the page's picker and the tests show which model a turn ran on, with no credentials. (The default's
+    answers stay as they were, which tests and owners' checks compare.)"""
+    models = config.settings().models
+    if OWN_WORDS not in said.text or model not in models.names or model == models.default:
         return said
     return dataclasses.replace(said, text=said.text.replace(OWN_WORDS, f"Offline model, as {model}:", 1))
 

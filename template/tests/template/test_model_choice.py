@@ -118,7 +118,7 @@ def test_the_openai_client_lists_models_and_chooses_one_per_request(http, model_
     big = client.responses.create(model="big", input="Hello")
     assert big.model == "big" and "as big" in big.output_text
     plain = client.responses.create(model="offline", input="Hello")
-    assert plain.model == "offline" and "as offline" in plain.output_text
+    assert plain.model == "offline" and plain.output_text.startswith("Offline model: I saw")  # the default: no name
     with client.responses.stream(model="big", input="Hello") as stream:
         assert stream.get_final_response().model == "big"
     assert models_asked(model_log) == ["big", "offline", "big"]
@@ -180,7 +180,7 @@ def test_one_model_listed_answers_as_before(app_settings, api_mode, model_log):
     [
         ({"LLM_MODELS": "big,big"}, "LLM_MODELS lists 'big' twice"),
         ({"LLM_MODELS": "openai:gpt-4.1,big"}, "mixing providers is not supported"),
-        ({"LLM_MODELS": "big,small", "LLM_MODEL": "other"}, "LLM_MODEL='other' is not among LLM_MODELS (big, small)"),
+        ({"LLM_MODELS": ",".join(f"m{n}" for n in range(20)), "LLM_MODEL": "other"}, "name 21 models; at most 20"),
         ({"LLM_MODELS": "big name"}, "is not a model name"),
         ({"LLM_MODELS": "big=" + "x" * 61}, "at most 60"),
     ],
@@ -191,7 +191,12 @@ def test_start_up_refuses_a_list_it_cannot_serve_in_one_line(env, says):
     assert says in str(refused.value) and "\n" not in str(refused.value)
 
 
-def test_unset_llm_model_makes_the_lists_first_the_default():
+def test_the_default_is_llm_model_listed_first_if_the_list_does_not_name_it_else_the_lists_first():
     current = config.reload({"LLM_PROVIDER": "offline", "LLM_MODELS": "small,big=Big"})
     assert current.llm.model == "small" and current.models.default == "small"
     assert json.dumps([m.label for m in current.models.listed]) == '["small", "Big"]'
+    current = config.reload({"LLM_PROVIDER": "offline", "LLM_MODELS": "small,big=Big", "LLM_MODEL": "big"})
+    assert (current.llm.model, current.models.names) == ("big", ("small", "big"))
+    # As a deploy gives them (databricks.yml): LLM_MODEL from a resource, LLM_MODELS the others.
+    current = config.reload({"LLM_PROVIDER": "offline", "LLM_MODELS": "big", "LLM_MODEL": "endpoint"})
+    assert (current.llm.model, current.models.names) == ("endpoint", ("endpoint", "big"))
