@@ -36,7 +36,7 @@ HOSTILE = {
     "right-to-left-override": "a\u202eb",
     "html": "<script>alert(1)</script>",
 }
-QUESTIONS = ["app_name", "description", "llm_model"]
+QUESTIONS = ["app_name", "description", "llm_model", "llm_models"]
 
 
 def hostile_cases():
