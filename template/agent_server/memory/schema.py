@@ -74,6 +74,7 @@ items = sa.Table(
     sa.Column("item", sa.Text, nullable=False),
     sa.Column("item_id", sa.Text),
     sa.Column("trace_id", sa.String(64)),  # the answer's trace (schema 3), which the chat page rates after a reload
+    sa.Column("model", sa.String(200)),  # with LLM_MODELS: the model that made the answer (schema 9)
 )
 
 runs = sa.Table(
@@ -236,9 +237,10 @@ def _version_8(connection: sa.Connection) -> None:
 
 
 def _version_9(connection: sa.Connection) -> None:
-    # Version 1 creates the conversations table as this module declares it, so a new database has the column already.
-    if "model" not in {column["name"] for column in sa.inspect(connection).get_columns(conversations.name)}:
-        connection.execute(sa.text(f"ALTER TABLE {conversations.name} ADD COLUMN model VARCHAR(200)"))
+    # Version 1 creates both tables as this module declares them, so a new database has the columns already.
+    for table in (conversations, items):
+        if "model" not in {column["name"] for column in sa.inspect(connection).get_columns(table.name)}:
+            connection.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN model VARCHAR(200)"))
 
 
 MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3, 4: _version_4}

@@ -57,6 +57,7 @@ async def _model(asked: str | None, turn: memory.Turn | None) -> str:
     name = model_choice.chosen(asked, stored)
     if name != stored:
         await memory.keep_model(turn.owner, turn.conversation_id, name)
+    turn.model = name  # kept with the turn's answer
     return name
 
 

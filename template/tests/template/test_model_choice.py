@@ -23,15 +23,15 @@ from agent_server.memory import database
 from agent_server.runs import recovery, store
 from agent_server.runs.store import Run
 
+from .test_memory import backend  # noqa: F401  (SQLite, and PostgreSQL when MEMORY_TEST_POSTGRES_URL names one)
 from .test_responses_api import valid_response, valid_stream
 
 LISTED = "offline=Everyday,big=Big model"
 
 
 @pytest.fixture
-def http(app_settings, api_mode: str, model_log) -> Iterator[TestClient]:
-    app_settings.setenv("LLM_MODELS", LISTED)
-    app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")  # each test its own user, its own conversations
+def http(app_settings, backend: str, api_mode: str, model_log) -> Iterator[TestClient]:  # noqa: F811
+    app_settings.setenv("LLM_MODELS", LISTED)  # each test its own user (backend: MEMORY_USER_HEADER), its own store
     from agent_server.app import app
 
     with TestClient(app, headers={"x-test-user": f"models-{uuid.uuid4()}@example.com"}) as client:
@@ -88,7 +88,10 @@ def test_a_responses_conversation_keeps_its_model_and_another_gets_the_default(h
     # Picked again, from the next turn on.
     back = responses_turn(http, "Once more", stream, model="offline", context={"conversation_id": session})
     assert back["model"] == "offline" and models_asked(model_log)[-1] == "offline"
-    assert http.get(f"/conversations/{session}").json()["model"] == "offline"
+    shown = http.get(f"/conversations/{session}").json()
+    assert shown["model"] == "offline"  # the page's picker shows it on reopen; and each answer's model beside it
+    assert [model for model in shown["models"] if model] == ["big", "big", "offline"]
+    assert len(shown["models"]) == len(shown["items"])
 
 
 @pytest.mark.parametrize("stream", [False, True])
