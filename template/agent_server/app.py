@@ -25,7 +25,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from agent_server import agent, config, mcp_servers, memory
+from agent_server import agent, config, mcp_servers, memory, model_choice
 from agent_server.errors import HttpError, route_error
 from agent_server.memory.api import router as conversations_router
 from agent_server.memory.memories_api import router as memories_router
@@ -106,6 +106,7 @@ app.include_router(runs_router)
 app.include_router(feedback_router)
 app.include_router(memories_router)
 app.include_router(your_data_router)
+app.include_router(model_choice.router)  # GET /models
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")

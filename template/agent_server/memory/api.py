@@ -8,7 +8,9 @@
                                  what the client sent, or an untraced turn): feedback's trace_id; and the
                                  approval request it waits on, if it can no longer be answered, by its id:
                                  "expired" or "not_verified" (`closed_approvals`); and its earlier
-                                 branches, oldest first (`branches`: [{"branch", "items", "set_aside_at"}])
+                                 branches, oldest first (`branches`: [{"branch", "items", "set_aside_at"}]);
+                                 with several models listed (LLM_MODELS), its `model` (null: the default), and
+                                 beside each item the model that made it (`models`, null for the client's)
     GET    /conversations/{id}?branch=N   the same for earlier branch N, as it was when a turn replaced it
     PATCH  /conversations/{id}   {"title": "..."} -> {"id", "title"}: 1 to 200 characters, no control characters
     DELETE /conversations/{id}   204
@@ -37,6 +39,7 @@ from agent_server.history import ApiMode, Rendered, approvals, render_with_sourc
 from agent_server.identity import owner_of
 from agent_server.json_body import check_shown_text, small_json
 from agent_server.memory import statements
+from agent_server.memory.conversation_models import shown_model
 from agent_server.memory.database import store
 from agent_server.memory.settings import enabled
 
@@ -71,7 +74,9 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
         items = [entry.item for entry in shown]
         closed = closed_approvals(items, conversation_id)
-        found = {"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed}
+        found: dict[str, Any] = {"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed}
+        models = [rows[entry.index].model if 0 <= entry.index < len(rows) else None for entry in shown]
+        found.update(await shown_model(owner, conversation_id, models))  # with LLM_MODELS: the model, each answer's
         return JSONResponse({**found, **({"branch": branch} if branch is not None else {}), "branches": earlier})
 
     return await for_caller(request, answer)

@@ -110,6 +110,7 @@ class Turn:
     api: ApiMode
     named: str | None = None  # the conversation id the client named (None: one the app made for this turn)
     trace_id: str | None = None  # this turn's trace, kept with its answer (None: not traced)
+    model: str | None = None  # with LLM_MODELS: the turn's model, kept with its answer (turn/prepare.py)
     # A branch (replaced, diverged) stores what the client sent: its earlier answers keep the traces they had.
     kept_traces: dict[str, str] = field(default_factory=dict)
     kept_rows: int = 0  # replaced, diverged: the stored rows that stay at the start (the rest: an earlier branch)
@@ -120,7 +121,7 @@ class Turn:
 
     async def finish(self, output: Sequence[Mapping[str, Any]]) -> None:
         """Store this turn (what the client added, then the answer) and end it."""
-        answer = [(entry.index, StoredItem(entry.item, _id(entry.client_id), trace_id=self.trace_id))
+        answer = [(entry.index, StoredItem(entry.item, _id(entry.client_id), trace_id=self.trace_id, model=self.model))
                   for entry in render_each(list(output), self.api)]  # fmt: skip
         added = [
             *(
