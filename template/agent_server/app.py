@@ -28,6 +28,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from agent_server import agent, config, mcp_servers, memory
 from agent_server.errors import HttpError, route_error
 from agent_server.memory.api import router as conversations_router
+from agent_server.memory.export import router as export_router
 from agent_server.memory.memories_api import router as memories_router
 from agent_server.memory.your_data import router as your_data_router
 from agent_server.middleware.browser_guard import BrowserGuard
@@ -102,6 +103,7 @@ async def health() -> dict[str, str]:
 
 
 app.include_router(conversations_router)
+app.include_router(export_router)
 app.include_router(runs_router)
 app.include_router(feedback_router)
 app.include_router(memories_router)

@@ -30,6 +30,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent_server.memory.search_schema import add_search
+
 ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
 
 metadata = sa.MetaData()
@@ -73,6 +75,7 @@ items = sa.Table(
     sa.Column("item", sa.Text, nullable=False),
     sa.Column("item_id", sa.Text),
     sa.Column("trace_id", sa.String(64)),  # the answer's trace (schema 3), which the chat page rates after a reload
+    sa.Column("words", sa.Text),  # what its user or assistant wrote, which search finds (schema 9: search_schema.py)
 )
 
 runs = sa.Table(
@@ -239,6 +242,7 @@ MIGRATIONS[5] = _version_5  # the turn queue
 MIGRATIONS[6] = _version_6  # long-term memory
 MIGRATIONS[7] = _version_7  # rate limits counted in the store, for every instance
 MIGRATIONS[8] = _version_8  # earlier branches of conversations: no turn is deleted by a replayed history
+MIGRATIONS[9] = add_search  # conversation search (search_schema.py)
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 
