@@ -57,7 +57,7 @@ ON_SERVER = [f"tests/template/test_{name}.py" for name in (
     "memory", "memory_failures", "memory_limits", "memory_schema", "runs", "runs_streams", "runs_lifetime",
     "runs_keep_turns", "conversation_edits", "conversation_branches", "approval_answers", "ordered_turns",
     "long_term_memory", "long_term_memory_search", "your_data", "rate_limits", "conversation_search",
-    "conversation_export",
+    "conversation_export", "share_links",
 )]  # fmt: skip
 
 

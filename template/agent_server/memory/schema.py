@@ -31,6 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent_server.memory.search_schema import add_search
+from agent_server.memory.share_schema import add_shares
 
 ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
 
@@ -243,6 +244,7 @@ MIGRATIONS[6] = _version_6  # long-term memory
 MIGRATIONS[7] = _version_7  # rate limits counted in the store, for every instance
 MIGRATIONS[8] = _version_8  # earlier branches of conversations: no turn is deleted by a replayed history
 MIGRATIONS[9] = add_search  # conversation search (search_schema.py)
+MIGRATIONS[10] = add_shares  # share links (share_schema.py)
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 
