@@ -33,7 +33,11 @@ def sharing_app(renders, tmp_path_factory) -> Iterator[str]:
 
 
 def as_someone(browser: Browser, url: str, viewport: dict[str, int], name: str) -> ChatPage:
-    context = browser.new_context(viewport=viewport, extra_http_headers={"x-test-user": f"{name}-{uuid.uuid4()}"})
+    context = browser.new_context(
+        viewport=viewport,
+        extra_http_headers={"x-test-user": f"{name}-{uuid.uuid4()}"},
+        permissions=["clipboard-read", "clipboard-write"],
+    )
     context.set_default_timeout(30_000)
     return ChatPage(context.new_page(), url)
 
@@ -129,6 +133,11 @@ def test_a_share_link_is_made_viewed_read_only_continued_and_revoked(sharing_app
     expect(address).to_have_value(re.compile("/s/"))
     link = address.input_value()
     assert link.startswith(f"{sharing_app}/s/") and len(link.rsplit("/", 1)[-1]) >= 40
+    copy = ada.page.locator(".share-made button")
+    expect(copy).to_have_text("Copy link")
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    assert ada.page.evaluate("navigator.clipboard.readText()") == link
     ada.ask("A later turn")  # not in the snapshot
 
     bob = as_someone(browser, sharing_app, viewport, "bob")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from support import Conversation, reply_text
+from support import Conversation, post_turn, reply_text
 
 from agent_server import agent
 from agent_server.memory import export
@@ -62,6 +62,22 @@ def test_a_conversation_exports_as_markdown_and_json_for_its_owner_only(client, 
         answer = client.get(url, params=params, headers=as_user(bob if who == "bob" else ada))
         assert answer.status_code == status, answer.text
     assert "notes" not in client.get(url, headers=as_user(bob)).text, "nothing of what was there"
+
+
+def test_the_export_is_the_current_branch_unless_it_names_an_earlier_one(client):
+    ada = f"ada-{uuid.uuid4()}@example.com"
+    chat = Conversation(client, stream=False, user=ada)
+    chat.send("Hello")
+    chat.send("Tell me more")
+    first = client.get(f"/conversations/{chat.id}", headers=as_user(ada)).json()["items"]
+    edit = {"input": [*first[:2], {"role": "user", "content": "Tell me less"}], "context": {"conversation_id": chat.id}}
+    post_turn(client, {**edit, "custom_inputs": {"replace_history": True}}, False, as_user(ada))
+    url = f"/conversations/{chat.id}/export"
+    current = client.get(url, headers=as_user(ada)).text
+    assert "Tell me less" in current and "Tell me more" not in current and "_Earlier branch" not in current
+    earlier = client.get(url, params={"branch": "1"}, headers=as_user(ada)).text
+    assert "_Earlier branch 1._" in earlier and "Tell me more" in earlier and "Tell me less" not in earlier
+    assert client.get(url, params={"branch": "1", "format": "json"}, headers=as_user(ada)).json()["branch"] == 1
 
 
 def test_a_fence_is_longer_than_any_backticks_in_what_it_holds():
