@@ -19,6 +19,7 @@ access to its snapshot and nothing more: no route that changes a conversation ta
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -36,10 +37,11 @@ MAX_SHOWN_NAME = 80  # share_schema.py's column
 NOT_SHARED = "Nothing is shared at this link."
 
 
-def on(request: Request, answer: Any) -> Any:
+async def on(request: Request, answer: Callable[[str], Awaitable[Response]]) -> Response:
+    """`answer` for the caller, with share links on (and memory: api.for_caller); a 404 while SHARE_LINKS is off."""
     if not config.settings().memory.share_links:
         raise NotFound("This app has no share links (SHARE_LINKS is off).")
-    return for_caller(request, answer, "share links")
+    return await for_caller(request, answer, "share links")
 
 
 @router.post("/conversations/{conversation_id}/shares")
