@@ -95,9 +95,12 @@ def add_search(connection: sa.Connection) -> None:
         connection.execute(sa.text("ALTER TABLE agent_conversation_items ADD COLUMN words TEXT"))
     for statement in SEARCH[connection.dialect.name]:
         connection.execute(sa.text(statement))
-    rows = connection.execute(
-        sa.text("SELECT owner, conversation_id, seq, item FROM agent_conversation_items WHERE words IS NULL")
-    ).all()
+    # Only messages of a user or the assistant have words (json.dumps writes `"role": "user"`): tool calls, their
+    # outputs and reasoning, most of a large database, are not read.
+    rows = connection.execute(sa.text(
+        "SELECT owner, conversation_id, seq, item FROM agent_conversation_items WHERE words IS NULL "
+        """AND (item LIKE '%"role": "user"%' OR item LIKE '%"role": "assistant"%')"""
+    )).all()  # fmt: skip
     found = [
         {"o": owner, "c": conversation, "s": seq, "w": words}
         for owner, conversation, seq, item in rows

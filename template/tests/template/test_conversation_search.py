@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from support import Conversation
 
+from agent_server import memory
 from agent_server.memory import search_schema
 from agent_server.memory.schema import items
 
@@ -67,6 +68,13 @@ def test_search_finds_the_callers_conversations_by_title_and_text_and_follows_ev
     assert [hit["id"] for hit in found(client, word, ada)] == [trains.id]
     assert client.delete("/me", headers=as_user(ada)).status_code == 200
     assert found(client, word, ada) == [] and found(client, "trains", ada) == []
+    if memory.memory_settings().backend == "sqlite":  # nor in the index
+
+        def indexed(connection: sa.Connection) -> int:
+            words = "SELECT count(*) FROM agent_conversation_words WHERE owner = :owner"
+            return int(connection.scalar(sa.text(words), {"owner": ada}))
+
+        assert in_database(indexed) == 0
     assert [hit["id"] for hit in found(client, word, bob)] == [theirs.id], "no one else's"
 
 
