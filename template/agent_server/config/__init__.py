@@ -216,6 +216,7 @@ class MemoryVariables:
     long_term: bool = setting("LONG_TERM_MEMORY", flag, defaults.LONG_TERM_MEMORY, "remember/recall facts per user")
     max_facts: int = setting("LONG_TERM_MEMORY_MAX_FACTS", number(integer=True), 200, "a user's; oldest go first")
     max_fact_bytes: int = setting("LONG_TERM_MEMORY_MAX_BYTES", number(integer=True), 64 * 1024, "a user's, in all")
+    share_links: bool = setting("SHARE_LINKS", flag, False, "owners may share read-only links to a conversation")
     queue_seconds: float = setting("MEMORY_TURN_QUEUE_SECONDS", number(True), 30.0, "a busy one's next turn waits")
     pghost: str = setting("PGHOST", text, "", "PostgreSQL's host, when MEMORY_DATABASE_URL is unset")
     pgport: int = setting("PGPORT", number(integer=True), 5432, "its port")

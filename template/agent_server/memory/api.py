@@ -2,6 +2,8 @@
 """The caller's stored conversations: list, read, rename and delete them.
 
     GET    /conversations        {"conversations": [{"id", "title", "updated_at"}]}, newest first
+    GET    /conversations?q=...  the ones whose title or messages hold the query's words, newest first, each with
+                                 "snippet" (its first matching message, shortened) and "in_title" (search.py)
     GET    /conversations/{id}   {"id", "items": [...], "trace_ids": [...], "closed_approvals": {...}}: the items
                                  as the model sees them (a call that waits for the user's approval, with no
                                  output), and beside each the trace of the turn whose answer it is (null for
@@ -26,6 +28,7 @@ With memory off (MEMORY_BACKEND=none) every one is a 404 that says so.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -38,7 +41,7 @@ from agent_server.errors import BadRequest, NotFound, Unavailable, quoted
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.identity import owner_of
 from agent_server.json_body import check_shown_text, small_json
-from agent_server.memory import statements
+from agent_server.memory import search, statements
 from agent_server.memory.conversation_models import shown_model
 from agent_server.memory.database import store
 from agent_server.memory.settings import enabled
@@ -49,6 +52,10 @@ router = APIRouter(prefix="/conversations", include_in_schema=False)
 @router.get("")
 async def list_conversations(request: Request) -> Response:
     async def answer(owner: str) -> Response:
+        query = request.query_params.get("q")
+        if query is not None:  # search (search.py): any text is a query, read as words only
+            matched = await (await store()).run(functools.partial(search.search, owner, query))
+            return JSONResponse({"conversations": [each.shown() for each in matched]})
         found = await (await store()).conversations(owner)
         listed = [{"id": c.id, "title": c.title, "updated_at": c.updated_at} for c in found]
         return JSONResponse({"conversations": listed})

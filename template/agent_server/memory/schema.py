@@ -30,6 +30,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent_server.memory.search_schema import add_search
+from agent_server.memory.share_schema import add_shares
+
 ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
 
 metadata = sa.MetaData()
@@ -75,6 +78,7 @@ items = sa.Table(
     sa.Column("item_id", sa.Text),
     sa.Column("trace_id", sa.String(64)),  # the answer's trace (schema 3), which the chat page rates after a reload
     sa.Column("model", sa.String(200)),  # with LLM_MODELS: the model that made the answer (schema 9)
+    sa.Column("words", sa.Text),  # what its user or assistant wrote, which search finds (schema 10: search_schema.py)
 )
 
 runs = sa.Table(
@@ -249,6 +253,8 @@ MIGRATIONS[6] = _version_6  # long-term memory
 MIGRATIONS[7] = _version_7  # rate limits counted in the store, for every instance
 MIGRATIONS[8] = _version_8  # earlier branches of conversations: no turn is deleted by a replayed history
 MIGRATIONS[9] = _version_9  # a model per conversation (LLM_MODELS)
+MIGRATIONS[10] = add_search  # conversation search (search_schema.py)
+MIGRATIONS[11] = add_shares  # share links (share_schema.py)
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent_server.memory import branches, engines, statements, turn_transactions, waiters
+from agent_server.memory import branches, engines, shares, statements, turn_transactions, waiters
 from agent_server.memory.records import Busy, Conversation, StoredItem, Unavailable
 from agent_server.memory.schema import SchemaTooNew, conversations, items, migrate
 
@@ -196,6 +196,7 @@ def _items_if_any(owner: str, conversation_id: str, connection: sa.Connection) -
 def _delete(owner: str, conversation_id: str, connection: sa.Connection) -> bool:
     connection.execute(items.delete().where(statements.items_of(owner, conversation_id)))
     branches.delete(connection, owner, conversation_id)
+    shares.delete(connection, owner, conversation_id)  # its links: a 404 from now on
     deleted = connection.execute(conversations.delete().where(statements.conversation_is(owner, conversation_id)))
     return deleted.rowcount > 0
 
