@@ -122,8 +122,7 @@ TAKE_AND_READ = (
 # many items there were before.
 ADDED = {
     "seq": "added_seq", "starts_turn": "added_starts_turn", "format": "added_format", "item": "added_item",
-    "item_id": "added_item_id", "trace_id": "added_trace_id", "model": "added_model",
-    "item_id": "added_item_id", "trace_id": "added_trace_id", "words": "added_words",
+    "item_id": "added_item_id", "trace_id": "added_trace_id", "model": "added_model", "words": "added_words",
 }  # fmt: skip
 _KEPT = (
     conversations.update()
