@@ -115,4 +115,6 @@ def test_an_image_and_a_pdf_are_attached_sent_and_shown_again_and_refused_files_
         reopened.page.reload()
         expect(reopened.replies.last).to_contain_text("Offline model: I saw")
         expect(marks).to_have_text(["Cut short"] if api == "responses" else [])
+        # A message stopped mid-text is stored with the same status and no reason (test_runs_keep_turns.py): "Stopped".
+        assert reopened.page.evaluate("storedEnd({status: 'incomplete'}).textContent") == "Stopped"
         assert not chat.errors and not reopened.errors
