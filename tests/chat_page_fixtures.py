@@ -20,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 from renders import ROOT, clean_env, uv, uv_binary
-from servers import ServerProcess, free_port
+from servers import PortTaken, ServerProcess, free_port
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -41,15 +41,28 @@ def serving(command: list[str], cwd: Path, env: dict[str, str], port: int) -> It
         yield server.url
 
 
+LOOPBACK = "127.0.0.1"
+
+
 @contextmanager
 def running_app(app: Path, folder: Path, **env: str) -> Iterator[str]:
-    """`start-app` in the render `app`, on the offline model unless `env` says otherwise."""
-    port = free_port()
-    # Not the render's ./conversations.db, which every app started from the render would share.
-    settings = {"LLM_PROVIDER": "offline", "MEMORY_DATABASE_URL": str(folder / f"conversations-{port}.db"), **env}
-    command = [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port), "--host", "127.0.0.1"]
-    with serving(command, app, clean_env(**settings), port) as url:
-        yield url
+    """`start-app` in the render `app`, on the offline model unless `env` says otherwise. A port another process took
+    while the app loaded (a minute on a loaded machine) is given up for another (app_servers.PortTaken)."""
+    for attempt in range(3):
+        port = free_port()
+        # Not the render's ./conversations.db, which every app started from the render would share.
+        settings = {"LLM_PROVIDER": "offline", "MEMORY_DATABASE_URL": str(folder / f"conversations-{port}.db"), **env}
+        command = [uv_binary(), "run", "--locked", "--no-config", "start-app", "--port", str(port), "--host", LOOPBACK]
+        started = ExitStack()
+        try:
+            url = started.enter_context(serving(command, app, clean_env(**settings), port))
+        except PortTaken:
+            if attempt == 2:
+                raise
+            continue
+        with started:
+            yield url
+        return
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ _spec.loader.exec_module(app_support)
 
 Chat = app_support.Chat
 ServerProcess = app_support.ServerProcess
+PortTaken = app_support.PortTaken
 clean_env = app_support.clean_env
 free_port = app_support.free_port
 post = app_support.post

@@ -103,4 +103,18 @@ def test_an_image_and_a_pdf_are_attached_sent_and_shown_again_and_refused_files_
         drop(reopened.page, "invoice\u202efdp.txt", "text/plain", b"due")  # reads as invoicetxt.pdf if kept
         expect(reopened.page.locator("#attached .attachment")).to_have_text(["TXTinvoicefdp.txt"])
         screenshots(reopened.page, artifacts, f"attachments-refused-{api}")
+
+        # An answer the model cut at its output-token limit (the offline model, asked to) keeps its text and says
+        # "Cut short" in Responses mode, live and when the conversation is opened again, from the stored message's
+        # `status: "incomplete"` (memory/cut_short.py); chat-completions mode cannot tell (docs/failure-modes.md).
+        reopened.page.get_by_role("button", name="Remove invoicefdp.txt").click()
+        reopened.ask("Please cut it short")
+        expect(reopened.replies.last).to_contain_text("Offline model: I saw")
+        marks = reopened.page.locator(".stopped")
+        expect(marks).to_have_text(["Cut short"] if api == "responses" else [])
+        reopened.page.reload()
+        expect(reopened.replies.last).to_contain_text("Offline model: I saw")
+        expect(marks).to_have_text(["Cut short"] if api == "responses" else [])
+        # A message stopped mid-text is stored with the same status and no reason (test_runs_keep_turns.py): "Stopped".
+        assert reopened.page.evaluate("storedEnd({status: 'incomplete'}).textContent") == "Stopped"
         assert not chat.errors and not reopened.errors

@@ -19,6 +19,8 @@ A turn that the model fails is answered with the status this module gives the fa
 | failed (5xx) or could not be reached | 502 | yes, LLM_MAX_RETRIES times first |
 | did not answer within LLM_TIMEOUT_SECONDS | 504 | yes, LLM_MAX_RETRIES times first |
 | kept calling tools past the agent's max_turns | 502 | no |
+| ended its answer `failed` (Responses API): rate-limited / server error / anything else | 429 / 502 / 400 | no |
+| gave an answer the SDK cannot use (its ModelBehaviorError) | 502 | no |
 
 A streamed response has sent its 200 before the model is called, so there the failure is
 an `error` event in the stream instead. A `param` the model names (`input[5]`, or in
@@ -65,9 +67,17 @@ OUR_FAULT = frozenset({401, 403, 404})
 def model_failures() -> tuple[type[BaseException], ...]:
     """The exceptions that are the model's failures: a turn answers them with the status that says why."""
     import openai
-    from agents.exceptions import MaxTurnsExceeded
+    from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
 
-    return (openai.APIError, MaxTurnsExceeded)
+    return (openai.APIError, MaxTurnsExceeded, ModelAnswerFailed, ModelBehaviorError)
+
+
+class ModelAnswerFailed(Exception):
+    """A model answer that ended `failed` (model_ends.py): the Responses API's error, its code and message."""
+
+    def __init__(self, code: str | None, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class HttpError(ValueError):
@@ -212,8 +222,13 @@ class _LazyMessageCounts:
 def status_and_message(error: BaseException) -> tuple[int, str, str | None, dict[str, str]]:
     """(status, message, param, headers) for a model failure."""
     import openai
-    from agents.exceptions import MaxTurnsExceeded
+    from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
 
+    if isinstance(error, ModelBehaviorError):
+        return 502, f"The model's answer could not be used: {error.message}", None, {}
+    if isinstance(error, ModelAnswerFailed):
+        status = 429 if error.code == "rate_limit_exceeded" else 502 if error.code in (None, "server_error") else 400
+        return status, f"The model failed to answer ({error.code or 'no code'}): {error}", None, {}
     if isinstance(error, MaxTurnsExceeded):
         return 502, f"The agent stopped without a final answer: {error.message} (it kept calling tools).", None, {}
     if isinstance(error, openai.APITimeoutError):

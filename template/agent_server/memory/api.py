@@ -41,7 +41,7 @@ from agent_server.errors import BadRequest, NotFound, Unavailable, quoted
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.identity import owner_of
 from agent_server.json_body import check_shown_text, small_json
-from agent_server.memory import search, statements
+from agent_server.memory import cut_short, search, statements
 from agent_server.memory.conversation_models import shown_model
 from agent_server.memory.database import store
 from agent_server.memory.settings import enabled
@@ -79,7 +79,8 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
         shown = waiting_shown(stored, llm.llm_settings().api)
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
-        items = [entry.item for entry in shown]
+        items = [cut_short.shown(entry.item, stored[entry.index]) if entry.index < len(stored) else entry.item
+                 for entry in shown]  # fmt: skip
         closed = closed_approvals(items, conversation_id)
         found: dict[str, Any] = {"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed}
         models = [rows[entry.index].model if 0 <= entry.index < len(rows) else None for entry in shown]

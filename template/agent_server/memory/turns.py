@@ -43,6 +43,7 @@ from agent_server.history import ApiMode, HistoryError, Rendered, approvals, ren
 from agent_server.identity import owner_of
 from agent_server.json_body import hides_text
 from agent_server.memory import database, leases, queue, statements
+from agent_server.memory.cut_short import marked
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
 from agent_server.memory.schema import items as items_table
 from agent_server.memory.settings import enabled, memory_settings
@@ -111,6 +112,7 @@ class Turn:
     named: str | None = None  # the conversation id the client named (None: one the app made for this turn)
     trace_id: str | None = None  # this turn's trace, kept with its answer (None: not traced)
     model: str | None = None  # with LLM_MODELS: the turn's model, kept with its answer (turn/prepare.py)
+    cut_short: str | None = None  # why the model cut the answer short (model_ends.py), kept with it (cut_short.py)
     # A branch (replaced, diverged) stores what the client sent: its earlier answers keep the traces they had.
     kept_traces: dict[str, str] = field(default_factory=dict)
     kept_rows: int = 0  # replaced, diverged: the stored rows that stay at the start (the rest: an earlier branch)
@@ -121,7 +123,9 @@ class Turn:
 
     async def finish(self, output: Sequence[Mapping[str, Any]]) -> None:
         """Store this turn (what the client added, then the answer) and end it."""
-        answer = [(entry.index, StoredItem(entry.item, _id(entry.client_id), trace_id=self.trace_id, model=self.model))
+        trace, model = self.trace_id, self.model
+        answer = [(entry.index, StoredItem(marked(entry, output, self.cut_short), _id(entry.client_id), trace_id=trace,
+                                           model=model))
                   for entry in render_each(list(output), self.api)]  # fmt: skip
         added = [
             *(

@@ -61,6 +61,8 @@ def chat_usage(said: Answer) -> CompletionUsage:
 
 
 def _finish_reason(said: Answer) -> str:
+    if said.ends == "incomplete":
+        return "length"  # cut at the output-token limit (max_tokens, max_completion_tokens)
     return "tool_calls" if said.tool_calls else "stop"
 
 

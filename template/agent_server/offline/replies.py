@@ -44,6 +44,7 @@ class Answer:
     input_tokens: int
     output_tokens: int
     reasoning: str = ""  # a summary of its reasoning, when asked to think (as reasoning models stream one)
+    ends: str = "completed"  # or "incomplete" (cut at the output-token limit) or "failed", when asked to (`ending`)
 
 
 def chat_answer(body: dict[str, Any]) -> Answer:
@@ -158,7 +159,25 @@ def answer(
     thinks = not tool_calls and re.search(r"\bthink\b", latest_user_text.lower()) is not None
     reasoning = f"The user asks me to think. They said: {latest_user_text}" if thinks else ""
     spoken = reasoning + text + "".join(call.name + call.arguments for call in tool_calls)
-    return Answer(text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken), reasoning)
+    whole = Answer(text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken), reasoning)
+    return ending(whole, latest_user_text)
+
+
+# Asked to, it ends its answer as a real model sometimes does: cut at its output-token limit, halfway through its
+# text (a Responses answer `incomplete`, a chat completion's finish_reason "length"), or failed (a Responses answer
+# `failed`, a chat completion's 500).
+CUT_SHORT = re.compile(r"\bcut (it )?short\b")
+FAILS = re.compile(r"\bfail (the|your) (answer|response)\b")
+
+
+def ending(said: Answer, user_text: str) -> Answer:
+    lowered = user_text.lower()
+    if FAILS.search(lowered):
+        return dataclasses.replace(said, ends="failed")
+    if CUT_SHORT.search(lowered) and not said.tool_calls:
+        text = said.text[: len(said.text) // 2]
+        return dataclasses.replace(said, text=text, output_tokens=token_count(text), ends="incomplete")
+    return said
 
 
 def _call_id(digest: str, number: int) -> str:

@@ -18,9 +18,11 @@ from openai.types.responses import (
     ResponseContentPartAddedEvent,
     ResponseContentPartDoneEvent,
     ResponseCreatedEvent,
+    ResponseFailedEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
     ResponseFunctionCallArgumentsDoneEvent,
     ResponseFunctionToolCall,
+    ResponseIncompleteEvent,
     ResponseInProgressEvent,
     ResponseOutputItem,
     ResponseOutputItemAddedEvent,
@@ -38,7 +40,8 @@ from agent_server.offline.replies import Answer, split_for_stream
 
 
 def response_completed(body: dict[str, Any], said: Answer) -> dict[str, Any]:
-    return response_object(body, said, output_items(said, done=True)).to_dict()
+    """The finished response (its status `said.ends`: completed, incomplete or failed)."""
+    return response_object(body, said, [] if said.ends == "failed" else output_items(said, done=True)).to_dict()
 
 
 def response_events(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
@@ -49,11 +52,18 @@ def response_events(body: dict[str, Any], said: Answer) -> Iterator[dict[str, An
         ResponseCreatedEvent(type="response.created", response=started, sequence_number=next(number)),
         ResponseInProgressEvent(type="response.in_progress", response=started, sequence_number=next(number)),
     ]
+    if said.ends == "failed":  # as the API fails a response: no output, then response.failed
+        failed = response_object(body, said, [])
+        events.append(ResponseFailedEvent(type="response.failed", response=failed, sequence_number=next(number)))
+        return (event.to_dict() for event in events)
     done_items = output_items(said, done=True)
     for index, (item, done_item) in enumerate(zip(output_items(said, done=False), done_items, strict=True)):
         events += _output_item_events(index, item, done_item, number)
-    completed = response_object(body, said, done_items)
-    events.append(ResponseCompletedEvent(type="response.completed", response=completed, sequence_number=next(number)))
+    ended = response_object(body, said, done_items)
+    if said.ends == "incomplete":
+        events.append(ResponseIncompleteEvent(type="response.incomplete", response=ended, sequence_number=next(number)))
+    else:
+        events.append(ResponseCompletedEvent(type="response.completed", response=ended, sequence_number=next(number)))
     return (event.to_dict() for event in events)
 
 
@@ -117,8 +127,10 @@ def _output_item_events(
 
 def output_items(said: Answer, done: bool) -> list[ResponseOutputItem]:
     """The answer as Responses output items: finished, or as first announced in a stream."""
-    status: Literal["completed", "in_progress"] = "completed" if done else "in_progress"
+    status: Literal["completed", "in_progress", "incomplete"] = "completed" if done else "in_progress"
     if not said.tool_calls:
+        if done and said.ends == "incomplete":  # the message the limit cut, as the API marks it
+            status = "incomplete"
         content: list[ResponseOutputText | ResponseOutputRefusal] = [output_text_part(said.text)] if done else []
         message = ResponseOutputMessage(
             id=f"msg_{said.digest}", type="message", status=status, role="assistant", content=content
@@ -152,6 +164,7 @@ def output_text_part(text: str) -> ResponseOutputText:
 def response_object(body: dict[str, Any], said: Answer, output: list[ResponseOutputItem] | None) -> Response:
     """A `Response` that echoes the request's settings, as the real API does; in progress without output."""
     done = output is not None
+    status = said.ends if done else "in_progress"
     now = int(time.time())
     usage = {
         "input_tokens": said.input_tokens,
@@ -166,10 +179,12 @@ def response_object(body: dict[str, Any], said: Answer, output: list[ResponseOut
             "id": f"resp_{said.digest}",
             "object": "response",
             "created_at": now,
-            "status": "completed" if done else "in_progress",
-            "completed_at": now if done else None,
-            "error": None,
-            "incomplete_details": None,
+            "status": status,
+            "completed_at": now if status == "completed" else None,
+            "error": {"code": "server_error", "message": "The offline model failed, as asked."}
+            if status == "failed"
+            else None,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
             "instructions": body.get("instructions"),
             "max_output_tokens": body.get("max_output_tokens"),
             "metadata": body.get("metadata") or {},

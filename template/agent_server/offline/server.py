@@ -162,6 +162,9 @@ def create_offline_app(call_ids: str | None = None) -> FastAPI:
 
 
 def _chat_response(body: dict[str, Any], said: Answer) -> Answered:
+    if said.ends == "failed":  # chat completions have no failed answer: the server's error is one
+        error = {"message": "The offline model failed, as asked.", "type": "server_error", "param": None, "code": None}
+        return 500, JSON, _json_bytes({"error": error})
     if body.get("stream"):
         return 200, EVENT_STREAM, "".join(sse(chat_chunks(body, said), named=False)).encode()
     return 200, JSON, _json_bytes(chat_completion(body, said))

@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_server import model_choice
 from agent_server.runs.store import Run
-from agent_server.turn.responses_shapes import response_fields, withheld
+from agent_server.turn.responses_shapes import ended, response_fields, withheld
 from agent_server.turn_context import INVOCATIONS
 
 TERMINAL_EVENTS = {
@@ -42,12 +42,14 @@ class Output(list[dict[str, Any]]):
     did (guardrails.py: the stream says so in the refusal's `custom_outputs`), for the response's."""
 
     guardrail: str | None = None
+    incomplete: str | None = None  # why the model cut the answer short (model_ends.py), if it did
 
     @classmethod
     def of_response(cls, response: dict[str, Any]) -> Output:
         """The output a response object (a run's last event's) gives."""
         output = cls(response.get("output") or [])
         output.guardrail = (response.get("custom_outputs") or {}).get("guardrail")
+        output.incomplete = (response.get("custom_outputs") or {}).get("incomplete")
         return output
 
 
@@ -59,6 +61,7 @@ def output_items(events: Iterable[str]) -> Output:
         if event.get("type") == "response.output_item.done" and not withheld(event["item"]):
             done.append(event["item"])
             done.guardrail = (event.get("custom_outputs") or {}).get("guardrail", done.guardrail)
+            done.incomplete = (event.get("custom_outputs") or {}).get("incomplete", done.incomplete)
     return done
 
 
@@ -75,7 +78,9 @@ def partial_items(events: Iterable[str]) -> list[dict[str, Any]]:
             texts.pop(event["item"].get("id"), None)
     for item_id, text in texts.items():
         if text:
-            message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+            # A message cut off mid-text, marked as the API marks one (memory/cut_short.py: the page's "Stopped").
+            content = [{"type": "output_text", "text": text}]
+            message = {"type": "message", "role": "assistant", "status": "incomplete", "content": content}
             done.append({**message, "id": item_id} if item_id else message)
     return done
 
@@ -96,6 +101,9 @@ def response_object(run: Run, output: list[dict[str, Any]] | None) -> dict[str, 
         response["custom_outputs"]["guardrail"] = output.guardrail
     answered = model_choice.answered_by(str(run.body.get("agent_server.path", INVOCATIONS)), run.body)  # execute's
     response["custom_outputs"].update(model_choice.custom_outputs(answered))
+    if isinstance(output, Output) and output.incomplete and run.status == "completed":  # the model cut it short
+        response["custom_outputs"]["incomplete"] = output.incomplete
+        response.update(ended(response["custom_outputs"]))
     if run.trace_id:
         response["metadata"] = {"trace_id": run.trace_id}  # MLflow's place for it (x-mlflow-return-trace-id)
     return response_fields(response, answered, status=run.error["status"] if run.error else None)  # tools, ...
@@ -106,4 +114,5 @@ def created(run: Run) -> dict[str, Any]:
 
 
 def terminal(run: Run, output: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"type": TERMINAL_EVENTS[run.status], "response": response_object(run, output)}
+    response = response_object(run, output)
+    return {"type": TERMINAL_EVENTS[response["status"]], "response": response}

@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import Any
 
-from agent_server.turn.responses_shapes import EventShaper, error_code, openai_output, response_fields
+from agent_server.turn.responses_shapes import EventShaper, ended, error_code, openai_output, response_fields
 from agent_server.turn_context import TurnContext
 
 Event = dict[str, Any]
@@ -43,11 +43,13 @@ class ResponseStream:
         return self._numbered(self.shapes.take(event))
 
     def last(self) -> list[Event]:
-        """The items left open, ended, then `response.completed`."""
+        """The items left open, ended, then `response.completed` (`response.incomplete`: the model cut it short)."""
         out = self.shapes.finish()
         metadata = {"trace_id": self.context.trace_id} if self.context.trace_id else None
         extra = {"custom_outputs": self.shapes.extra, **({"metadata": metadata} if metadata else {})}
-        out.append(self._lifecycle("response.completed", "completed", output=self.shapes.output, **extra))
+        cut = ended(self.shapes.extra)
+        status = cut.pop("status", "completed")
+        out.append(self._lifecycle(f"response.{status}", status, output=self.shapes.output, **cut, **extra))
         return self._numbered(out)
 
     def failed(self, status: int, body: dict[str, Any]) -> list[Event]:
@@ -78,6 +80,12 @@ def response_body(context: TurnContext, output: list[dict[str, Any]]) -> dict[st
         body["metadata"] = {"trace_id": context.trace_id}
     response = {"id": f"resp_{uuid.uuid4().hex}", "created_at": int(time.time()), "background": False}
     return response_fields(
-        {**body, **response, "status": "completed", "output": openai_output(output, context.call_named)},
+        {
+            **body,
+            **response,
+            "status": "completed",
+            **ended(context.custom_outputs),  # the model cut it short (model_ends.py)
+            "output": openai_output(output, context.call_named),
+        },
         context.model_name or None,  # the model that answered (model_choice.py)
     )

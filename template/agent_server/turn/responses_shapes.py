@@ -45,6 +45,12 @@ def response_fields(response: dict[str, Any], model: str | None = None, status: 
     return response
 
 
+def ended(custom_outputs: dict[str, Any] | None) -> dict[str, Any]:
+    """The status of an answer the model cut short, as the API gives it (model_ends.py marks it); else nothing."""
+    reason = (custom_outputs or {}).get("incomplete")
+    return {"status": "incomplete", "incomplete_details": {"reason": reason}} if reason else {}
+
+
 def error_code(status: int | None) -> str:
     return ERROR_CODES.get(status or 0, "server_error")
 

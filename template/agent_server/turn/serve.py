@@ -22,7 +22,7 @@ from agents import Agent, RunConfig, Runner, TResponseInputItem
 from agents.items import MessageOutputItem, ToolApprovalItem, ToolCallItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 
-from agent_server import agent, errors, guardrails, memory, model_choice
+from agent_server import agent, errors, guardrails, memory, model_choice, model_ends
 from agent_server.history import approvals
 from agent_server.memory.long_term import with_memory_tools
 from agent_server.observability import tracing
@@ -160,8 +160,8 @@ async def _answer(context: TurnContext, answer: list[dict[str, Any]]) -> AsyncIt
         refused = None
         try:
             async for event in _streamed_run(context, history, owners_agent, answer):
-                if event["type"] == "response.output_item.done" and extra is not None:
-                    event["custom_outputs"] = extra
+                if event["type"] == "response.output_item.done" and context.custom_outputs is not None:
+                    event["custom_outputs"] = context.custom_outputs  # a cut answer's says so (model_ends.py)
                 yield event
         except guardrails.tripwires() as tripped:  # an answer that says no, not an error (guardrails.py)
             refused = guardrails.refusal(tripped)
@@ -215,6 +215,20 @@ async def _streamed_run(
 
 
 async def _sdk_run(
+    context: TurnContext, history: list[dict[str, Any]], owners_agent: Agent, interruptions: list[Any]
+) -> AsyncIterator[Any]:
+    """The SDK's run as stream events; an answer the model ended early (incomplete, failed) as one (model_ends.py)."""
+    ending = model_ends.Ending()
+    try:
+        async for event in _sdk_events(context, history, owners_agent, interruptions):
+            ending.see(event)
+            yield event
+    except model_ends.ENDINGS as error:
+        for kept in ending.kept(error, context, owners_agent):
+            yield kept
+
+
+async def _sdk_events(
     context: TurnContext, history: list[dict[str, Any]], owners_agent: Agent, interruptions: list[Any]
 ) -> AsyncIterator[Any]:
     """The SDK's run as stream events. A stream runs streamed; an answer that does not stream calls the model without

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import port_owners
 
 
 class ServerThread:
@@ -291,6 +292,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class PortTaken(AssertionError):
+    """The port a server was to bind answers, but another process holds it (port_owners.py)."""
+
+
 def wait_until_answering(
     url: str, process: subprocess.Popen, timeout: float = 120, output: Callable[[], str] | None = None
 ) -> None:
@@ -304,6 +309,8 @@ def wait_until_answering(
         assert process.poll() is None, f"{process.args} exited ({process.returncode}):\n{read_output()}"
         try:
             httpx.get(url, timeout=2)
+            if port_owners.someone_elses(httpx.URL(url).port or 80, process.pid):  # not the server we started
+                raise PortTaken(f"{url} is answered by another process than {process.args}")
             return
         except httpx.TransportError:
             time.sleep(0.2)

@@ -16,6 +16,7 @@ from app_servers import (  # noqa: F401  (the tests import them from here, as th
     START_APP,
     TOOL_CALLS,
     TRACED,
+    PortTaken,
     ServerProcess,
     ServerThread,
     StartedApp,

@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, RunConfig, Runner, function_tool
-from support import ServerProcess, clean_env, free_port
+from support import PortTaken, ServerProcess, clean_env, free_port
 
 from agent_server.history import API_MODES
 from agent_server.offline import create_offline_app, offline_client
@@ -102,6 +102,11 @@ def test_main_serves_the_model_over_http() -> None:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="offline", max_retries=0)
         completion = client.chat.completions.create(model="offline", messages=[{"role": "user", "content": "hello"}])
         assert completion.choices[0].message.content == reply(1, 0, 0, "hello")
+        # A server that has not bound its port yet is not ready because another answers there (port_owners.py): on
+        # a loaded machine another process can take the port the test picked while the server loads.
+        loading = [sys.executable, "-c", "import time; time.sleep(60)"]
+        with pytest.raises(PortTaken, match="answered by another process"):
+            ServerProcess(loading, clean_env(), f"http://127.0.0.1:{port}/v1").__enter__()
 
 
 @pytest.mark.parametrize(

@@ -258,3 +258,20 @@ def test_openais_own_client_runs_reads_follows_and_cancels_a_background_response
     done = api.responses.create(model="app", input="Hello", background=True)
     until(lambda: api.responses.retrieve(done.id).status == "completed", "the run to complete")
     assert "You said: Hello" in api.responses.retrieve(done.id).output_text
+
+
+def test_a_background_answer_the_model_cut_short_ends_incomplete_with_its_text(client, api_mode):
+    """A run whose answer the model cut at its output-token limit (Responses mode; model_ends.py) is `incomplete`,
+    as the API's own are, its text kept; its stream ends with `response.incomplete`, replayed the same."""
+    import openai
+
+    api = openai.OpenAI(base_url=f"{client.base_url}", api_key="unused", http_client=client)
+    run = api.responses.create(model="app", input="Hello, please cut it short", background=True)
+    done = until(lambda: (r := api.responses.retrieve(run.id)).status not in ("queued", "in_progress") and r, "the end")
+    assert done.output_text and "Offline model" in done.output_text
+    last = sse_events(client.get(f"/responses/{run.id}?stream=true&starting_after=-1").text)[-1]
+    if api_mode == "responses":
+        assert done.status == "incomplete" and done.incomplete_details.reason == "max_output_tokens", done
+        assert done.output[-1].status == "incomplete" and last["type"] == "response.incomplete", last
+    else:  # openai-agents passes a chat completion's finish_reason "length" on as a finished answer
+        assert done.status == "completed" and last["type"] == "response.completed"

@@ -106,7 +106,13 @@ def test_cancel_of_a_text_answer_keeps_the_turns_before_it(client, monkeypatch, 
         assert output == [] and kept[5:] == []
     else:
         said = reply_text(output)
-        assert "I saw 3 user" in said and kept[5:] == [{"role": "assistant", "content": said}], kept
+        # Kept with the API's mark of a message cut off (memory/cut_short.py): the page's "Stopped" on reopen.
+        assert output[-1]["status"] == "incomplete", output
+        assert "I saw 3 user" in said and kept[5:] == [{"role": "assistant", "content": said, "status": "incomplete"}]
+        # The marked turn is history the model reads as any other, in either API mode.
+        named["input"] = [{"role": "user", "content": "Go on"}]
+        answer = client.post("/responses", json=named).json()
+        assert "I saw 4 user, 3 assistant" in reply_text(answer["output"]), answer
 
 
 @pytest.mark.parametrize("earlier_turn", [True, False], ids=["named-conversation", "first-turn"])
