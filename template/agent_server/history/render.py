@@ -101,6 +101,9 @@ def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
     if item_type == "mcp_approval_response":
         if not isinstance(item.get("approve"), bool):
             raise HistoryError(index, "an 'mcp_approval_response' needs 'approve' true or false")
+        if item.get("reason") is not None and not isinstance(item["reason"], str):
+            got = json_type(item["reason"])
+            raise HistoryError(index, f"an 'mcp_approval_response''s 'reason' must be text, got {got}")
         request_id = item.get("approval_request_id")
         return [_function_call_output(request_id, approvals.output_for(item), index, key="approval_request_id")]
     if item_type in DROPPED_TYPES:

@@ -172,6 +172,10 @@ def test_system_and_developer_messages_pass_through():
         ({"role": "tool", "content": "x"}, "needs a 'tool_call_id' string"),
         ({"role": ["user"], "content": "x"}, "role of type array is not supported"),
         ({"type": {"a": 1}}, "item type of type object is not supported"),
+        (
+            {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": False, "reason": 5},
+            "'reason' must be text, got number",
+        ),
         ({"role": "user", "content": [{"type": "input_image"}]}, "an image needs an 'image_url'"),
         ({"role": "user", "content": [{"type": "input_image", "image_url": 7}]}, "'image_url' must be a non-empty"),
         ({"role": "user", "content": [{"type": "input_image", "image_url": "u", "detail": "max"}]}, "'detail' must"),

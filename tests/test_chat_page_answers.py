@@ -1,0 +1,84 @@
+"""Answers the chat page lets a user look into and steer, in headless Chromium at desktop and phone width, on one
+app (memory on) that the module's tests share: Deny with a reason, an answer's citations as numbered links, and
+the branches that Edit and Regenerate keep ("‹ 2/3 ›"). Each test works in a conversation of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from chat_page_fixtures import running_app
+from chat_page_support import DESKTOP, PHONE, ChatPage
+from playwright.sync_api import expect
+from renders import uv
+
+pytestmark = pytest.mark.xdist_group("browser")
+WIDTHS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+
+
+@pytest.fixture(scope="module")
+def app(renders, tmp_path_factory) -> Iterator[str]:
+    """The starter app on the offline model, memory on (SQLite): one process for the whole module."""
+    uv("sync", "--locked", "--no-config", cwd=renders["defaults"])
+    with running_app(renders["defaults"], tmp_path_factory.mktemp("answers")) as url:
+        yield url
+
+
+def opened(browser, app: str, viewport: dict[str, int], address: str = "/") -> ChatPage:
+    return ChatPage(browser.new_page(viewport=viewport), app.rstrip("/") + address)
+
+
+def address_of(chat: ChatPage) -> str:
+    return chat.page.evaluate("location.pathname")
+
+
+# --- Deny with a reason ------------------------------------------------------------------------
+
+
+@WIDTHS
+def test_deny_opens_an_optional_reason_that_reaches_the_model_and_shows_on_reopen(app, browser, viewport):
+    chat = opened(browser, app, viewport)
+    tools = chat.page.locator("details.tool")
+    chat.ask("Use send_summary, please")
+    first = tools.nth(0)
+    first.get_by_role("button", name="Deny send_summary").click()
+    reason = first.get_by_role("textbox", name="Reason for denying send_summary (optional)")
+    expect(reason).to_be_focused()
+    expect(first.get_by_role("button", name="Approve send_summary")).to_have_count(0)
+    first.get_by_role("button", name="Cancel").click()  # back to Approve and Deny, nothing sent
+    expect(first.get_by_role("button", name="Deny send_summary")).to_be_focused()
+    chat.page.keyboard.press("Enter")
+    chat.page.keyboard.press("Escape")  # so does Escape
+    expect(first.get_by_role("button", name="Approve send_summary")).to_be_visible()
+    assert len(chat.sent) == 1
+    first.get_by_role("button", name="Deny send_summary").click()
+    reason.fill("Not to the whole team")
+    reason.press("Enter")
+    expect(first.locator(".tool-status")).to_have_text("denied")
+    expect(first.locator(".tool-reason")).to_have_text("\u201cNot to the whole team\u201d")
+    expect(chat.replies.last).to_contain_text(
+        "The tool returned: The user denied this tool call. Reason: Not to the whole team"
+    )
+    [denial] = chat.sent[-1]["input"]
+    assert denial["type"] == "mcp_approval_response" and denial["approve"] is False
+    assert denial["reason"] == "Not to the whole team"
+
+    chat.ask("Use send_summary once more")
+    second = tools.nth(1)
+    second.get_by_role("button", name="Deny send_summary").click()
+    second.get_by_role("button", name="Send the denial of send_summary").click()  # no reason: a plain denial
+    expect(second.locator(".tool-status")).to_have_text("denied")
+    expect(chat.replies.last).to_contain_text("The tool returned: The user denied this tool call.. Offline model")
+    assert "reason" not in chat.sent[-1]["input"][0]
+    expect(second.locator(".tool-reason")).to_have_count(0)
+
+    reopened = opened(browser, app, viewport, address_of(chat))  # the conversation's address, as after a reload
+    blocks = reopened.page.locator("details.tool")
+    expect(blocks).to_have_count(2)
+    expect(blocks.nth(0).locator(".tool-status")).to_have_text("denied")
+    expect(blocks.nth(0).locator(".tool-reason")).to_have_text("\u201cNot to the whole team\u201d")
+    expect(blocks.nth(0).locator(".tool-reason")).to_be_visible()
+    expect(blocks.nth(1).locator(".tool-reason")).to_have_count(0)
+    expect(reopened.page.locator(".error")).to_have_count(0)
+    assert not chat.errors and not reopened.errors
