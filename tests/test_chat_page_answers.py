@@ -82,3 +82,39 @@ def test_deny_opens_an_optional_reason_that_reaches_the_model_and_shows_on_reope
     expect(blocks.nth(1).locator(".tool-reason")).to_have_count(0)
     expect(reopened.page.locator(".error")).to_have_count(0)
     assert not chat.errors and not reopened.errors
+
+
+# --- Citations ---------------------------------------------------------------------------------
+
+SOURCE = "https://example.com/offline-model"  # the offline model's own (offline/replies.py), cited when asked
+
+
+@WIDTHS
+def test_an_answers_sources_are_numbered_links_after_it_only_http_ones_and_kept_on_reopen(app, browser, viewport):
+    chat = opened(browser, app, viewport)
+    chat.ask("Please cite a source")
+    chat.ask("Now cite javascript:alert(document.cookie)")
+    chat.ask("And cite data:text/html,<b>x</b> too")
+
+    def check(page: ChatPage) -> None:
+        replies = page.replies
+        expect(replies).to_have_count(3)
+        expect(replies.nth(0).locator(".content")).to_contain_text("You said: Please cite a source [1]")
+        sources = replies.nth(0).get_by_role("list", name="Sources")
+        expect(sources.get_by_role("listitem")).to_have_count(1)
+        link = sources.get_by_role("link", name=f"The source the offline model cites: {SOURCE}")
+        expect(link).to_have_attribute("href", SOURCE)
+        expect(link).to_have_attribute("rel", "noopener noreferrer")
+        expect(link).to_have_attribute("target", "_blank")
+        expect(link).to_be_visible()
+        for number, address in ((1, "javascript:alert(document.cookie)"), (2, "data:text/html,<b>x</b>")):
+            listed = replies.nth(number).get_by_role("list", name="Sources")
+            expect(listed.get_by_role("listitem")).to_have_text(f"The source the offline model cites: {address}")
+            expect(listed.get_by_role("link")).to_have_count(0)  # named, never a link
+        expect(page.page.locator("a[href^='javascript'], a[href^='data']")).to_have_count(0)
+        expect(page.page.locator(".citations b")).to_have_count(0)  # a title is text, never markup
+
+    check(chat)
+    reopened = opened(browser, app, viewport, address_of(chat))
+    check(reopened)
+    assert not chat.errors and not reopened.errors

@@ -69,7 +69,7 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
         shown = waiting_shown(stored, llm.llm_settings().api)
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
-        items = [entry.item for entry in shown]
+        items = [entry.kept() for entry in shown]  # an answer with its citations
         closed = closed_approvals(items, conversation_id)
         found = {"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed}
         return JSONResponse({**found, **({"branch": branch} if branch is not None else {}), "branches": earlier})

@@ -27,6 +27,7 @@ One that waits longer than MEMORY_TURN_QUEUE_SECONDS gets a 409 that says how lo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -120,11 +121,11 @@ class Turn:
 
     async def finish(self, output: Sequence[Mapping[str, Any]]) -> None:
         """Store this turn (what the client added, then the answer) and end it."""
-        answer = [(entry.index, StoredItem(entry.item, _id(entry.client_id), trace_id=self.trace_id))
+        answer = [(entry.index, StoredItem(entry.kept(), _id(entry.client_id), trace_id=self.trace_id))
                   for entry in render_each(list(output), self.api)]  # fmt: skip
         added = [
             *(
-                StoredItem(entry.item, _id(entry.client_id), trace_id=self.kept_traces.get(comparable(entry.item)))
+                StoredItem(entry.kept(), _id(entry.client_id), trace_id=self.kept_traces.get(comparable(entry.item)))
                 for entry in self.merged.new
             ),
             *(stored for _index, stored in sorted([*answer, *_reasoning(output)], key=lambda pair: pair[0])),
@@ -202,7 +203,7 @@ async def start_turn(
     database.holding(lease, owner, conversation_id)
     try:
         stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
-        sent_each = [Rendered(e.index + stored.stored, e.item, e.client_id) for e in sent.each]
+        sent_each = [dataclasses.replace(e, index=e.index + stored.stored) for e in sent.each]
         first_continued = stored.stored + (len(sent.client_items) if continues_from is None else continues_from)
         request = [entry for entry in sent_each if entry.index < first_continued]
         merged = merge(stored.each, request, replace).continuing(sent_each[len(request) :])

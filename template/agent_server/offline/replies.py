@@ -33,6 +33,16 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Citation:
+    """A source the answer cites: a url_citation of the text from `start` to `end`."""
+
+    url: str
+    title: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
 class Answer:
     """What the model says (text, or tool calls) and the numbers its wire formats report."""
 
@@ -42,6 +52,7 @@ class Answer:
     input_tokens: int
     output_tokens: int
     reasoning: str = ""  # a summary of its reasoning, when asked to think (as reasoning models stream one)
+    citations: tuple[Citation, ...] = ()  # the sources it cites, when asked to cite one
 
 
 def chat_answer(body: dict[str, Any]) -> Answer:
@@ -143,8 +154,24 @@ def answer(
     # Asked to think, it reasons first, as a reasoning model does: a summary that the user sees folded.
     thinks = not tool_calls and re.search(r"\bthink\b", latest_user_text.lower()) is not None
     reasoning = f"The user asks me to think. They said: {latest_user_text}" if thinks else ""
+    text, citations = cited(text, latest_user_text) if text else (text, ())
     spoken = reasoning + text + "".join(call.name + call.arguments for call in tool_calls)
-    return Answer(text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken), reasoning)
+    return Answer(text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken), reasoning, citations)
+
+
+# Asked to cite ("cite a source", or "cite <address>", any scheme, so that tests can offer the page a hostile one),
+# the answer ends with a numbered mark that cites it, as a model with web search does.
+CITES = re.compile(r"\bcite\b(?:\s+(\S+:\S+))?", re.IGNORECASE)
+CITED_SOURCE = "https://example.com/offline-model"
+
+
+def cited(text: str, user_text: str) -> tuple[str, tuple[Citation, ...]]:
+    asked = CITES.search(user_text)
+    if asked is None:
+        return text, ()
+    url = asked.group(1) or CITED_SOURCE
+    marked = f"{text} [1]"
+    return marked, (Citation(url, f"The source the offline model cites: {url}", len(text) + 1, len(marked)),)
 
 
 def _call_id(digest: str, number: int) -> str:
