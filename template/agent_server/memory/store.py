@@ -78,14 +78,15 @@ class Store:
 
     async def finish_turn(
         self, owner: str, conversation_id: str, lease: str, turn: list[StoredItem], replaces: bool, title: str | None,
-        max_items: int, keep: int = 0,
+        max_items: int, keep: int = 0, restore: int | None = None,
     ) -> None:  # fmt: skip
         """Store the turn's items (after the stored ones, or, `replaces`, after their first `keep`, the rest kept as an
-        earlier branch) and give the lease back, at once."""
-        if self.sqlite or replaces:
+        earlier branch; `restore`: after that earlier branch, which the turn continues: branches.py) and give the
+        lease back, at once."""
+        if self.sqlite or replaces or restore is not None:
             finish = functools.partial(
                 turn_transactions.finish_turn, owner, conversation_id, lease, turn, replaces, title, max_items,
-                keep=keep,
+                keep=keep, restore=restore,
             )  # fmt: skip
             await self._run(finish, write=True)
             waiters.given_back(owner, conversation_id)

@@ -39,11 +39,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent_server import llm
-from agent_server.errors import BadRequest, Broken, HttpError, TooLarge
+from agent_server.errors import BadRequest, Broken, HttpError, NotFound, TooLarge
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.identity import owner_of
 from agent_server.json_body import hides_text
-from agent_server.memory import database, leases, queue, statements
+from agent_server.memory import branches, database, leases, queue, statements
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
 from agent_server.memory.schema import items as items_table
 from agent_server.memory.settings import enabled, memory_settings
@@ -114,6 +114,7 @@ class Turn:
     # A branch (replaced, diverged) stores what the client sent: its earlier answers keep the traces they had.
     kept_traces: dict[str, str] = field(default_factory=dict)
     kept_rows: int = 0  # replaced, diverged: the stored rows that stay at the start (the rest: an earlier branch)
+    restores: int | None = None  # the earlier branch this turn continues (branches.py), or None: the conversation
     done: bool = field(default=False)
 
     def custom_outputs(self) -> dict[str, str]:
@@ -136,7 +137,7 @@ class Turn:
         try:
             await (await database.store()).finish_turn(
                 self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items,
-                self.kept_rows,
+                self.kept_rows, self.restores,
             )  # fmt: skip
         except (Unavailable, Busy) as error:
             raise MemoryFailure.of(self.conversation_id, error) from None
@@ -192,7 +193,7 @@ async def start_turn(
     named = conversation_id_of(body)
     if keeps_own_history(body, sent):
         return None  # nothing to store or read
-    replace = replaces_history(body)
+    replace, restores = replaces_history(body), branches.continued(body, named)
     conversation_id = named or str(uuid.uuid4())
     api = llm.llm_settings().api
     lease, hold = leases.new_lease(), database.turn_lease_seconds()
@@ -202,6 +203,10 @@ async def start_turn(
         stored_items = await queue.wait_turn(owner, conversation_id, lease)
     database.holding(lease, owner, conversation_id)
     try:
+        if restores is not None:  # the model sees that earlier branch, not the conversation's own items
+            stored_items = await (await database.store()).branch_items(owner, conversation_id, restores)
+            if not stored_items:
+                raise NotFound(f"This conversation has no branch {restores}.", "custom_inputs.branch")
         stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
         sent_each = [dataclasses.replace(e, index=e.index + stored.stored) for e in sent.each]
         first_continued = stored.stored + (len(sent.client_items) if continues_from is None else continues_from)
@@ -220,7 +225,8 @@ async def start_turn(
     kept = _traces(stored.each, stored_items) if merged.replaces else {}
     # The rows the kept items stand for, with the reasoning kept beside them (rendered items do not show it).
     rows = stored.each[merged.kept - 1].index + 1 if merged.replaces and merged.kept else 0
-    return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept, kept_rows=rows)
+    return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept, kept_rows=rows,
+                restores=restores)  # fmt: skip
 
 
 async def holds_all(owner: str, conversation_id: str, ids: Sequence[str]) -> bool:
