@@ -12,6 +12,8 @@ It serves what databricks-sdk's OAuth M2M flow and the app's `databricks` provid
 - POST /serving-endpoints/chat/completions           checks the bearer token (issued by us and not
 - POST /serving-endpoints/responses                  expired, or --user-token), then lets the strict
                                                      offline model answer
+- GET  /api/2.0/serving-endpoints/{name}             a serving endpoint: READY, except that a name starting
+                                                     `missing-` does not exist (404) and `pending-` is NOT_READY
 - POST /api/2.0/mcp/functions/main/tools            a managed MCP server (the app's own test MCP server,
                                                      tests/template/support.py), behind the same token check
 - POST /api/2.0/database/credentials                 a Lakebase database token (checks the bearer token): with
@@ -123,6 +125,15 @@ def create_app(
     @app.post("/serving-endpoints/responses")
     async def responses(request: Request) -> Response:
         return await serve(request, "/v1/responses")
+
+    @app.get("/api/2.0/serving-endpoints/{name}")
+    async def serving_endpoint(request: Request, name: str) -> Response:
+        if not authorised(request):
+            return _error(401, "UNAUTHENTICATED", "Invalid or expired access token.")
+        if name.startswith("missing-"):
+            return _error(404, "RESOURCE_DOES_NOT_EXIST", f"Endpoint with name '{name}' does not exist.")
+        ready = "NOT_READY" if name.startswith("pending-") else "READY"
+        return JSONResponse({"name": name, "state": {"ready": ready, "config_update": "NOT_UPDATING"}})
 
     @app.post("/api/2.0/database/credentials")
     async def database_credential(request: Request) -> Response:

@@ -29,6 +29,13 @@ MATRIX: dict[str, dict[str, Any]] = {
         for provider in ("offline", "openai", "databricks")
         for api in API_MODES
     },
+    # The render whose defaults differ in every LLM setting (tests/test_app_suite.py) offers a second model too
+    # (LLM_MODELS), which its bundle grants beside the first.
+    "databricks-responses": {
+        "llm_provider": "databricks",
+        "llm_api": "responses",
+        "llm_models": "databricks-gpt-oss-120b",
+    },
     # Long-term memory on once (its default is off): the render's evaluation set holds the recall case.
     "offline-responses": {"llm_provider": "offline", "llm_api": "responses", "long_term_memory": True},
     # Each `memory` answer once: sqlite is the default above.

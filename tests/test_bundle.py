@@ -43,9 +43,11 @@ def test_databricks_yml_reads_into_the_official_bundle_models(renders, name):
         if answers["llm_provider"] == "openai":
             [secret] = [resource.secret for resource in agent.resources if resource.secret]
             assert (secret.key, secret.permission.value) == ("openai-api-key", "READ")
-        else:
-            [endpoint] = [resource.serving_endpoint for resource in agent.resources if resource.serving_endpoint]
-            assert endpoint.permission.value == "CAN_QUERY"
+        else:  # each model users may pick (llm_model, then llm_models) granted to the app
+            endpoints = [resource.serving_endpoint for resource in agent.resources if resource.serving_endpoint]
+            offered = [name.strip() for name in answers.get("llm_models", "").split(",") if name.strip()]
+            assert [str(endpoint.name) for endpoint in endpoints] == ["${var.serving_endpoint}", *offered]
+            assert {endpoint.permission.value for endpoint in endpoints} == {"CAN_QUERY"}
 
 
 BROKEN = {

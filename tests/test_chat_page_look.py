@@ -49,6 +49,8 @@ def test_small_things_send_looks_disabled_a_comment_is_in_view_code_in_a_table_k
     assert opacity() == 1
     page.fill("#prompt", "")
     chat.ask("Steps:\n\n| step | command |\n|---|---|\n| third | `uv run start-app --port 8000` |\n\n" + "More. " * 90)
+    expect(page.locator("#model-row")).to_have_count(1)
+    expect(page.locator("#model-row")).to_be_hidden()  # one model (no LLM_MODELS): no picker
     code = chat.replies.nth(0).locator("td code")
     assert code.evaluate("c => getComputedStyle(c).overflowWrap") == "normal", "a phone table scrolls instead"
     chat.replies.nth(0).get_by_role("button", name="Good answer").click()

@@ -49,7 +49,9 @@ def test_bad_app_names_are_rejected(tmp_path, name, message):
     assert not (tmp_path / "app" / "pyproject.toml").exists()
 
 
-@pytest.mark.parametrize("answers", [{"description": "  "}, {"llm_model": "two words"}])
+@pytest.mark.parametrize(
+    "answers", [{"description": "  "}, {"llm_model": "two words"}, {"llm_models": "a b"}, {"llm_models": "a, a"}]
+)
 def test_other_validators(tmp_path, answers):
     with pytest.raises(ValueError):
         render(tmp_path / "app", answers)

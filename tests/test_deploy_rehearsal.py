@@ -231,6 +231,20 @@ def test_rehearsal_refuses_the_offline_model_unless_told_to(runtime, tmp_path):
 
 
 @pytest.mark.xdist_group("deploy")
+def test_rehearsal_names_the_offered_endpoints_that_cannot_answer_at_start_up(runtime, tmp_path):
+    """Every listed model (LLM_MODEL, LLM_MODELS) is checked as the app starts, not on a user's first turn: the
+    fake workspace serves any endpoint but `missing-*` (no such endpoint) and `pending-*` (not ready)."""
+    offered = "databricks-gpt-oss-120b,missing-endpoint,pending-endpoint"
+    refused = start_app(runtime, tmp_path, free_port(), LLM_MODELS=offered)
+    assert refused.run_to_exit() != 0
+    [line] = [line for line in refused.output.splitlines() if "serving endpoints this app offers" in line]
+    assert "missing-endpoint (does not exist)" in line and "pending-endpoint (not ready)" in line
+    assert "databricks-gpt-oss-120b" not in line and "Traceback" not in refused.output
+    checked = [entry["path"] for entry in workspace_log(runtime["workspace"]) if "/serving-endpoints/" in entry["path"]]
+    assert "/api/2.0/serving-endpoints/databricks-gpt-oss-120b" in checked
+
+
+@pytest.mark.xdist_group("deploy")
 def test_rehearsal_calls_the_model_on_behalf_of_the_user_when_asked(runtime, tmp_path):
     """Over the Responses API this time, which Databricks serves at /serving-endpoints/responses."""
     port = free_port()

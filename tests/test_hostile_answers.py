@@ -36,13 +36,16 @@ HOSTILE = {
     "right-to-left-override": "a\u202eb",
     "html": "<script>alert(1)</script>",
 }
-QUESTIONS = ["app_name", "description", "llm_model"]
+QUESTIONS = ["app_name", "description", "llm_model", "llm_models"]
+# llm_models takes llm_model's characters and commas, and refuses any other: one value of each kind is enough.
+SOME = {"llm_models": ("injection", "newline", "jinja", "shell-and-bundle-variable", "yaml-flow", "unicode")}
 
 
 def hostile_cases():
     for question in QUESTIONS:
         for label, value in HOSTILE.items():
-            yield pytest.param(question, value, id=f"{question}-{label}")
+            if label in SOME.get(question, HOSTILE):
+                yield pytest.param(question, value, id=f"{question}-{label}")
 
 
 @pytest.mark.parametrize(("question", "value"), list(hostile_cases()))

@@ -56,7 +56,8 @@ def start_app(app: Path, log: Path, **env: str) -> ServerProcess:
 ON_SERVER = [f"tests/template/test_{name}.py" for name in (
     "memory", "memory_failures", "memory_limits", "memory_schema", "runs", "runs_streams", "runs_lifetime",
     "runs_keep_turns", "conversation_edits", "conversation_branches", "approval_answers", "ordered_turns",
-    "long_term_memory", "long_term_memory_search", "your_data", "rate_limits",
+    "long_term_memory", "long_term_memory_search", "your_data", "rate_limits", "model_choice", "conversation_search",
+    "conversation_export", "share_links",
 )]  # fmt: skip
 
 

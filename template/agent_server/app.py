@@ -25,15 +25,17 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from agent_server import agent, config, mcp_servers, memory
+from agent_server import agent, config, mcp_servers, memory, model_choice
 from agent_server.errors import HttpError, route_error
 from agent_server.memory.api import router as conversations_router
+from agent_server.memory.export import router as export_router
 from agent_server.memory.memories_api import router as memories_router
+from agent_server.memory.shares_api import router as shares_router
 from agent_server.memory.your_data import router as your_data_router
 from agent_server.middleware.browser_guard import BrowserGuard
 from agent_server.middleware.error_responses import OneErrorShape
 from agent_server.middleware.health import HealthCheck
-from agent_server.observability import tracing
+from agent_server.observability import logs, tracing
 from agent_server.observability.feedback import router as feedback_router
 from agent_server.routes import routes as turn_routes
 from agent_server.runs import close_runs, open_runs
@@ -82,7 +84,7 @@ app.add_middleware(OneErrorShape)
 async def answer_http_error(request: Request, error: HttpError) -> JSONResponse:
     """Every route's refusals, in the one error shape (errors.py), with the status their class says."""
     if error.status >= 500:
-        logger.warning("%s %s: %s (%d)", request.method, request.url.path, error, error.status)
+        logger.warning("%s %s: %s (%d)", request.method, logs.logged_path(request.url.path), error, error.status)
     return route_error(error)
 
 
@@ -102,10 +104,13 @@ async def health() -> dict[str, str]:
 
 
 app.include_router(conversations_router)
+app.include_router(export_router)
+app.include_router(shares_router)
 app.include_router(runs_router)
 app.include_router(feedback_router)
 app.include_router(memories_router)
 app.include_router(your_data_router)
+app.include_router(model_choice.router)  # GET /models
 
 
 CHAT_PAGE = (Path(__file__).parent / "chat_ui.html").read_text(encoding="utf-8")
@@ -154,3 +159,12 @@ async def conversation_page(conversation_id: str) -> HTMLResponse:
     """A conversation's address: the same page, which opens the conversation for its owner (a new chat for anyone
     else, with no word of whether it exists)."""
     return await chat_page()
+
+
+@app.get("/s/{token}", response_class=HTMLResponse, include_in_schema=False)
+async def shared_page(token: str) -> HTMLResponse:
+    """A share link's address: the same page, which shows the snapshot read-only (memory/shares_api.py). No referrer
+    leaves it, so the token in its address reaches no other site."""
+    return HTMLResponse(
+        page_with_look(config.settings()), headers={**CHAT_PAGE_HEADERS, "Referrer-Policy": "no-referrer"}
+    )

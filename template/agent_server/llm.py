@@ -4,7 +4,8 @@
 | variable | values | default |
 |---|---|---|
 | LLM_PROVIDER | openai, databricks, offline | your copier answer, in agent_server/config/defaults.py |
-| LLM_MODEL | the model or serving-endpoint name | likewise |
+| LLM_MODEL | the model or serving-endpoint name: the default of the models users may pick | likewise |
+| LLM_MODELS | the models users may pick, `name=Label,name2` (config/models.py); unset: LLM_MODEL alone | unset |
 | LLM_API | chat_completions, responses | likewise |
 | LLM_ALLOW_OFFLINE | true lets a deployed app serve the offline model | unset |
 | LLM_ON_BEHALF_OF_USER | true: call Databricks models as the caller (x-forwarded-access-token); none: 401 | unset |
@@ -22,6 +23,7 @@ or the openai client, which take a second or more: start-app checks these settin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import AsyncGenerator, Generator
 from typing import TYPE_CHECKING, Any
@@ -36,7 +38,9 @@ if TYPE_CHECKING:
     from agents import Model
     from openai import AsyncOpenAI
 
-__all__ = ["API_MODES", "PROVIDERS", "ConfigurationError", "LLMSettings", "Provider", "llm_settings", "model"]
+__all__ = [
+    "API_MODES", "PROVIDERS", "ConfigurationError", "LLMSettings", "Provider", "llm_settings", "model", "model_named",
+]  # fmt: skip
 
 
 def llm_settings() -> LLMSettings:
@@ -54,10 +58,39 @@ def check_configuration(current: config.Settings | None = None) -> LLMSettings:
             "To try the app without credentials, set LLM_PROVIDER=offline."
         )
     if chosen.provider == "databricks":
-        databricks_config()
+        workspace = databricks_config()
+        if current.deployment.deployed:
+            check_endpoints(workspace, current.models.names)
     if chosen.provider == "offline":
         refuse_offline_when_deployed(current)
     return chosen
+
+
+def check_endpoints(workspace: Any, names: tuple[str, ...]) -> None:
+    """A deployed app queries each serving endpoint it offers (LLM_MODEL, LLM_MODELS): one that does not exist, is
+    not ready or is not granted stops start-up, named in one line, instead of failing a user's first turn on it."""
+    from databricks.sdk import WorkspaceClient
+    from databricks.sdk.errors import NotFound, PermissionDenied
+    from databricks.sdk.errors.base import DatabricksError
+
+    client, problems = WorkspaceClient(config=workspace), []
+    for name in names:
+        try:
+            state = client.serving_endpoints.get(name).state
+        except NotFound:
+            problems.append(f"{name} (does not exist)")
+        except PermissionDenied:
+            problems.append(f"{name} (the app may not query it: grant CAN_QUERY in databricks.yml)")
+        except DatabricksError as error:
+            problems.append(f"{name} ({error})".replace("\n", " "))
+        else:
+            if state is None or state.ready is None or state.ready.value != "READY":
+                problems.append(f"{name} (not ready)")
+    if problems:
+        raise ConfigurationError(
+            "LLM_PROVIDER=databricks: serving endpoints this app offers (LLM_MODEL, LLM_MODELS) cannot answer: "
+            f"{', '.join(problems)}. Create them or wait until they are ready, or list only the ones that are."
+        )
 
 
 def refuse_offline_when_deployed(current: config.Settings | None = None) -> None:
@@ -78,7 +111,12 @@ def model(current: LLMSettings | None = None) -> Model:
     return _model(current or llm_settings())
 
 
-@functools.lru_cache(maxsize=8)
+def model_named(name: str) -> Model:
+    """The SDK model object for `name` (one of LLM_MODELS), with the configured provider and API mode."""
+    return _model(dataclasses.replace(llm_settings(), model=name))
+
+
+@functools.lru_cache(maxsize=32)  # LLM_MODELS lists at most 20 (config/models.py)
 def _model(current: LLMSettings) -> Model:
     from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel
 

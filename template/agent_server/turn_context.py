@@ -73,6 +73,7 @@ class TurnContext:
         self.turn = turn  # with conversation memory on: the stored conversation's turn, ended by the turn's end
         self.owner: str | None = None  # the caller's identity (identity.owner_of); None: none given, memory off
         self.model = ModelFailure()  # the model's failure, and the input it ran on
+        self.model_name = ""  # the model the turn runs on: one of LLM_MODELS (prepare.py); "": the default
         self.run: RunAttempt | None = None  # a background run's attempt; None: a client's own request
         self.return_trace_id = False  # `x-mlflow-return-trace-id: true`: the answer's metadata names its trace
         self.custom_outputs: dict[str, str] | None = None  # what every answer carries beside its items (serve.py)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from agent_server.config import defaults
+from agent_server.config.models import ModelChoices
 from agent_server.config.setting_types import ConfigurationError as ConfigurationError  # its readers catch it
 from agent_server.config.setting_types import (
     choice,
@@ -106,8 +107,7 @@ class LLMSettings:
     @classmethod
     def read(cls, env: Mapping[str, str]) -> LLMSettings:
         values = read_group(cls, env)
-        if not values["model"]:
-            raise ConfigurationError("LLM_MODEL is empty: set it to a model or serving-endpoint name")
+        values["model"] = ModelChoices.read(env).default  # LLM_MODEL; unset, LLM_MODELS' first (config/models.py)
         if values["provider"] != "openai":
             values["base_url"] = None
         return cls(**values)
@@ -216,6 +216,7 @@ class MemoryVariables:
     long_term: bool = setting("LONG_TERM_MEMORY", flag, defaults.LONG_TERM_MEMORY, "remember/recall facts per user")
     max_facts: int = setting("LONG_TERM_MEMORY_MAX_FACTS", number(integer=True), 200, "a user's; oldest go first")
     max_fact_bytes: int = setting("LONG_TERM_MEMORY_MAX_BYTES", number(integer=True), 64 * 1024, "a user's, in all")
+    share_links: bool = setting("SHARE_LINKS", flag, False, "owners may share read-only links to a conversation")
     queue_seconds: float = setting("MEMORY_TURN_QUEUE_SECONDS", number(True), 30.0, "a busy one's next turn waits")
     pghost: str = setting("PGHOST", text, "", "PostgreSQL's host, when MEMORY_DATABASE_URL is unset")
     pgport: int = setting("PGPORT", number(integer=True), 5432, "its port")
@@ -267,6 +268,7 @@ class Settings:
 
     deployment = Group(Deployment)
     llm = Group(LLMSettings)
+    models = Group(ModelChoices)  # config/models.py
     model_calls = Group(ModelCalls)
     limits = Group(RequestLimits)
     attachments = Group(AttachmentLimits)
@@ -313,5 +315,5 @@ def reload(env: Mapping[str, str] | None = None) -> Settings:
 def variables() -> Iterator[tuple[str, str, Any]]:
     """(variable, what it means, default) for every setting declared here, group by group."""
     for cls in GROUPS.values():
-        for field in dataclasses.fields(cls):
+        for field in (each for each in dataclasses.fields(cls) if "variable" in each.metadata):
             yield field.metadata["variable"], field.metadata["doc"], field.default

@@ -78,7 +78,7 @@ def setting(variable: str, parse: Parse, default: Any, doc: str) -> Any:
 def read_group(cls: type[Any], env: Mapping[str, str]) -> dict[str, Any]:
     """The values of `cls`'s fields, each from its variable in `env`."""
     values = {}
-    for field in dataclasses.fields(cls):
+    for field in (each for each in dataclasses.fields(cls) if "variable" in each.metadata):
         raw = (env.get(field.metadata["variable"]) or "").strip()
         values[field.name] = field.metadata["parse"](field.metadata["variable"], raw) if raw else field.default
     return values

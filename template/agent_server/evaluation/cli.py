@@ -5,6 +5,7 @@
     uv run evaluate --judge offline          # and MLflow's judges, on the built-in offline model
     uv run evaluate --judge openai:/gpt-4.1-mini --simulate 2   # a real judge, and 2 simulated chats a case
     uv run evaluate --url http://127.0.0.1:8000                 # a running app instead
+    uv run evaluate --model big --model small   # each case on each of these models (LLM_MODELS); --model all: every one
     uv run evaluate --from-feedback          # thumbs-down conversations, written as new cases
 
 It reads .env as start-app does. In process, the app serves with this project's settings, except that its
@@ -49,6 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--header", action="append", default=[], help="NAME: VALUE sent with every request (--url)")
     parser.add_argument("--judge", help="the judges' model: `offline`, or as MLflow names one (EVAL_JUDGE_MODEL)")
     parser.add_argument("--simulate", type=int, default=0, metavar="N", help="N simulated chats per case with a goal")
+    parser.add_argument(
+        "--model", action="append", dest="models", help="play the cases on this listed model (repeatable), or `all`"
+    )
     parser.add_argument("--output", type=Path, default=RESULTS_PATH, help=f"the JSON results ({RESULTS_PATH})")
     parser.add_argument("--from-feedback", action="store_true", help="write thumbs-down conversations as cases")
     parser.add_argument("--since-days", type=float, default=30, help="with --from-feedback: feedback this recent")
@@ -85,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         path = args.output if args.output != RESULTS_PATH else from_feedback.DEFAULT_PATH
         return from_feedback.write_cases(path, args.since_days, os.environ.get("MLFLOW_EXPERIMENT_ID") or "0")
     evaluation_set = case_files.load(*(args.cases or [case_files.DEFAULT_PATH]))
+    args.models = models_to_play(args.models, settings)
     judge = args.judge or settings.evaluation.judge_model or None
     if args.simulate and not judge:
         raise config.ConfigurationError("--simulate needs a judge model to play the user: --judge or EVAL_JUDGE_MODEL")
@@ -100,6 +105,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"evaluate: {line}", file=sys.stderr)
     print(f"evaluate: results in {args.output}; {where_to_look(os.environ['MLFLOW_TRACKING_URI'])}", file=sys.stderr)
     return 0 if evaluated.passed else 1
+
+
+def models_to_play(asked: list[str] | None, settings: config.Settings) -> list[str]:
+    """The listed models `--model` names (`all`: every one, in the owner's order); ConfigurationError for another."""
+    listed = settings.models.names
+    if not asked:
+        return []
+    if "all" in asked:
+        return list(listed)
+    unknown = [name for name in asked if name not in listed]
+    if unknown:
+        names = ", ".join(listed)
+        raise config.ConfigurationError(f"--model {unknown[0]!r} is not listed (LLM_MODEL, LLM_MODELS): {names}")
+    return list(dict.fromkeys(asked))
 
 
 def where_to_look(uri: str) -> str:
@@ -127,9 +146,11 @@ def evaluate(evaluation_set: case_files.EvaluationSet, args: argparse.Namespace,
     results: list[reports.CaseResult] = []
     with AppUnderTest(args.url, headers) as app, mlflow.start_run(run_name=f"evaluate-{label}") as run:
         expectations: dict[str, dict[str, Any]] = {}
-        total = len(evaluation_set.cases)
-        for number, case in enumerate(evaluation_set.cases, 1):
-            chat, played = Chat(session=f"{label}/{case.name}"), []
+        plays = [(model, case) for model in args.models or [None] for case in evaluation_set.cases]
+        total = len(plays)
+        for number, (model, case) in enumerate(plays, 1):
+            on = f" @{model}" if model else ""
+            chat, played = Chat(session=f"{label}/{case.name}{on}", model=model), []
             for turn in case.turns:
                 chat = chat.next_conversation() if turn.new_conversation else chat
                 result = app.turn(chat, turn.user)
@@ -137,11 +158,11 @@ def evaluate(evaluation_set: case_files.EvaluationSet, args: argparse.Namespace,
                 expectations[result.turn_id] = expected(turn.expect)
                 if chat.failed:
                     break
-            results.append(reports.CaseResult(case.name, played, len(case.turns)))
+            results.append(reports.CaseResult(case.name, played, len(case.turns), model=model))
             failed = next((t.error for t in played if t.error), None)
             took = sum(t.seconds for t in played)
             said = f"turn {len(played)} failed: {failed}" if failed else f"{len(played)} turn(s) in {took:.1f} s"
-            print(f"evaluate: [{number}/{total}] {case.name}: {said}", file=sys.stderr, flush=True)
+            print(f"evaluate: [{number}/{total}] {case.name}{on}: {said}", file=sys.stderr, flush=True)
         if args.simulate:
             from agent_server.evaluation import simulate
 

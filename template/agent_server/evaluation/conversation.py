@@ -47,6 +47,7 @@ class TurnResult:
     turn_id: str
     error: str | None = None
     original_trace_id: str = ""  # the trace the turn made, which MLflow may score a copy of
+    model: str | None = None  # the model that answered, as the answer's custom_outputs said (None: not said)
 
     def __post_init__(self) -> None:
         self.original_trace_id = self.original_trace_id or self.trace_id
@@ -61,11 +62,13 @@ class Chat:
     history: list[dict[str, Any]] = field(default_factory=list)
     failed: bool = False
     opened: int = 1  # the case's conversations so far, this one included
+    model: str | None = None  # the model its turns ask for (custom_inputs.model; `evaluate --model`); None: default
+    answered_by: str | None = None  # the model its last answer named (custom_outputs.model)
 
     def next_conversation(self) -> Chat:
         """The same user's next conversation, as a new chat on the chat page: no id, no history, its own session."""
         base = self.session.removesuffix(f"#{self.opened}") if self.opened > 1 else self.session
-        return Chat(session=f"{base}#{self.opened + 1}", opened=self.opened + 1)
+        return Chat(session=f"{base}#{self.opened + 1}", opened=self.opened + 1, model=self.model)
 
 
 class AppUnderTest:
@@ -132,13 +135,15 @@ class AppUnderTest:
         chat.failed = error is not None
         if not chat.failed and not self.memory:
             chat.history += [{"role": "user", "content": text}, *(replayed(item) for item in items)]
-        return TurnResult(text, items, seconds, trace_id, turn_id, error)
+        return TurnResult(text, items, seconds, trace_id, turn_id, error, model=chat.answered_by)
 
     async def _send(self, chat: Chat, text: str) -> tuple[list[dict[str, Any]], str | None]:
         """(the answer's items, the turn's error or None)."""
         body: dict[str, Any] = {"input": [*chat.history, {"role": "user", "content": text}], "stream": True}
         if chat.conversation_id is not None:
             body["context"] = {"conversation_id": chat.conversation_id}
+        if chat.model is not None:
+            body["custom_inputs"] = {"model": chat.model}
         items: list[dict[str, Any]] = []
         error = None
         async with self.client.stream("POST", "/invocations", json=body, timeout=TURN_TIMEOUT_SECONDS) as r:
@@ -147,6 +152,7 @@ class AppUnderTest:
             async for event in sse_events(r.aiter_lines()):
                 outputs = event.get("custom_outputs") or {}
                 chat.conversation_id = outputs.get("session_id") or chat.conversation_id
+                chat.answered_by = outputs.get("model") or chat.answered_by
                 if event.get("type") == "response.output_item.done":
                     items.append(event["item"])
                 elif "error" in event or event.get("type") in FAILED_STATES:

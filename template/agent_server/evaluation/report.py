@@ -35,6 +35,11 @@ class CaseResult:
     turns: list[TurnResult]
     planned_turns: int
     scores: dict[str, Score] = field(default_factory=dict)
+    model: str | None = None  # the model it was played on (`evaluate --model`); None: the app's default
+
+    @property
+    def shown_name(self) -> str:
+        return self.name if self.model is None else f"{self.name} @{self.model}"
 
     @property
     def passed(self) -> bool:
@@ -50,7 +55,8 @@ class Report:
     experiment_id: str
 
     def threshold(self, scorer: str) -> float:
-        return self.thresholds.get(scorer, DEFAULT_THRESHOLD)
+        """A scorer's threshold; a rate of one model's (`scorer @model`) has the scorer's."""
+        return self.thresholds.get(scorer.split(" @", 1)[0], DEFAULT_THRESHOLD)
 
     def scorer_passes(self, scorer: str) -> bool:
         good, scored = self.rates[scorer]
@@ -65,8 +71,10 @@ class Report:
         lines = []
         for scorer, (good, scored) in self.rates.items():
             if not self.scorer_passes(scorer):
-                failing = [case for case in self.cases if scorer in case.scores and not case.scores[scorer].passed]
-                named = "; ".join(f"{case.name}: {case.scores[scorer].rationale}" for case in failing)
+                name, _, model = scorer.partition(" @")
+                failing = [c for c in self.cases if name in c.scores and not c.scores[name].passed
+                           and (not model or c.model == model)]  # fmt: skip
+                named = "; ".join(f"{case.shown_name}: {case.scores[name].rationale}" for case in failing)
                 lines.append(f"{scorer} passed {good} of {scored} (threshold {self.threshold(scorer):g}): {named}")
         return lines
 
@@ -99,6 +107,16 @@ def build(
             case.scores[scorer] = Score(not failed, where + _text(failed[0][1] if failed else checked[0][2]))
             good, scored = good + (not failed), scored + 1
         rates[scorer] = (good, scored)
+    models = list(dict.fromkeys(case.model for case in cases if case.model is not None))
+    if len(models) > 1:  # each model's rate, so that an owner compares them: `scorer @model`
+        rates = {
+            f"{scorer} @{model}": (
+                sum(c.scores[scorer].passed for c in cases if c.model == model and scorer in c.scores),
+                sum(scorer in c.scores for c in cases if c.model == model),
+            )
+            for scorer in rates
+            for model in models
+        }
     for case in cases:
         if len(case.turns) < case.planned_turns:
             first, last = len(case.turns) + 1, case.planned_turns
@@ -127,7 +145,7 @@ def _text(value: Any) -> str:
 def table(report: Report) -> str:
     """One row per case and scorer, then one per scorer with its rate, then the verdict."""
     width = max(60, min(shutil.get_terminal_size((120, 24)).columns, 160))
-    name_width = min(max([len(case.name) for case in report.cases] + [4]), 40)
+    name_width = min(max([len(case.shown_name) for case in report.cases] + [4]), 48)
     scorer_width = max([len(scorer) for scorer in report.rates] + [6])
     why_width = max(20, width - name_width - scorer_width - 12)
     lines = [f"{'case':<{name_width}}  {'scorer':<{scorer_width}}  result  why", "-" * width]
@@ -135,7 +153,7 @@ def table(report: Report) -> str:
         for scorer, score in case.scores.items():
             why = score.rationale if len(score.rationale) <= why_width else score.rationale[: why_width - 1] + "…"
             result = "pass" if score.passed else "FAIL"
-            lines.append(f"{case.name[:name_width]:<{name_width}}  {scorer:<{scorer_width}}  {result:<6}  {why}")
+            lines.append(f"{case.shown_name[:name_width]:<{name_width}}  {scorer:<{scorer_width}}  {result:<6}  {why}")
     lines += ["-" * width, f"{'scorer':<{scorer_width}}  passed  threshold"]
     for scorer, (good, scored) in report.rates.items():
         verdict = "" if report.scorer_passes(scorer) else "  BELOW THRESHOLD"
@@ -163,10 +181,17 @@ def as_json(report: Report) -> dict[str, Any]:
         "cases": [
             {
                 "name": case.name,
+                "model": case.model,
                 "passed": case.passed,
                 "scores": {scorer: {"passed": s.passed, "rationale": s.rationale} for scorer, s in case.scores.items()},
                 "turns": [
-                    {"user": t.user, "seconds": round(t.seconds, 3), "error": t.error, "trace_id": t.trace_id}
+                    {
+                        "user": t.user,
+                        "seconds": round(t.seconds, 3),
+                        "error": t.error,
+                        "trace_id": t.trace_id,
+                        "model": t.model,
+                    }  # fmt: skip
                     for t in case.turns
                 ],
             }

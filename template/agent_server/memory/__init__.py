@@ -15,7 +15,8 @@ The face the rest of the app uses. The package, one job a module:
 - schema.py: the tables and their forward-only migrations;
 - lakebase.py: Lakebase logins with OAuth tokens from the workspace;
 - api.py: the caller's conversations over HTTP (`/conversations`);
-- references.py: `item_reference` items, resolved to the stored items they name.
+- references.py: `item_reference` items, resolved to the stored items they name;
+- conversation_models.py: the model each conversation uses, when the owner offers several (LLM_MODELS).
 
 Background runs (agent_server/runs/) reach the store only through this face: `transact` runs their transactions,
 on the tables named here.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from agent_server.identity import LOCAL_OWNER, owner_of  # the caller's identity: agent_server/identity.py
 from agent_server.memory import database, rate_counts
+from agent_server.memory.conversation_models import keep_model, stored_model
 from agent_server.memory.database import check_database, open_memory, store, transact
 from agent_server.memory.leases import HOLDER, INSTANCE, is_dead_predecessor
 from agent_server.memory.references import has_references
@@ -70,6 +72,7 @@ __all__ = [
     "has_references",
     "holds_all",
     "is_dead_predecessor",
+    "keep_model",
     "keeps_own_history",
     "memory_settings",
     "open_memory",
@@ -79,5 +82,6 @@ __all__ = [
     "runs_table",
     "start_turn",
     "store",
+    "stored_model",
     "transact",
 ]

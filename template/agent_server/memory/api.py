@@ -2,6 +2,8 @@
 """The caller's stored conversations: list, read, rename and delete them.
 
     GET    /conversations        {"conversations": [{"id", "title", "updated_at"}]}, newest first
+    GET    /conversations?q=...  the ones whose title or messages hold the query's words, newest first, each with
+                                 "snippet" (its first matching message, shortened) and "in_title" (search.py)
     GET    /conversations/{id}   {"id", "items": [...], "trace_ids": [...], "closed_approvals": {...}}: the items
                                  as the model sees them (a call that waits for the user's approval, with no
                                  output), and beside each the trace of the turn whose answer it is (null for
@@ -9,7 +11,9 @@
                                  approval request it waits on, if it can no longer be answered, by its id:
                                  "expired" or "not_verified" (`closed_approvals`); and its earlier
                                  branches, oldest first (`branches`: [{"branch", "items", "set_aside_at"}]),
-                                 and where they part ways along the items shown (`forks`: forks.py)
+                                 and where they part ways along the items shown (`forks`: forks.py);
+                                 with several models listed (LLM_MODELS), its `model` (null: the default), and
+                                 beside each item the model that made it (`models`, null for the client's)
     GET    /conversations/{id}?branch=N   the same for earlier branch N, as it was when a turn replaced it
     PATCH  /conversations/{id}   {"title": "..."} -> {"id", "title"}: 1 to 200 characters, no control characters
     DELETE /conversations/{id}   204
@@ -25,6 +29,7 @@ With memory off (MEMORY_BACKEND=none) every one is a 404 that says so.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -38,7 +43,8 @@ from agent_server.errors import BadRequest, NotFound, Unavailable, quoted
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.identity import owner_of
 from agent_server.json_body import check_shown_text, small_json
-from agent_server.memory import branches, forks, statements, turn_transactions
+from agent_server.memory import branches, forks, search, statements, turn_transactions
+from agent_server.memory.conversation_models import shown_model
 from agent_server.memory.database import store
 from agent_server.memory.records import StoredItem
 from agent_server.memory.settings import enabled
@@ -49,6 +55,10 @@ router = APIRouter(prefix="/conversations", include_in_schema=False)
 @router.get("")
 async def list_conversations(request: Request) -> Response:
     async def answer(owner: str) -> Response:
+        query = request.query_params.get("q")
+        if query is not None:  # search (search.py): any text is a query, read as words only
+            matched = await (await store()).run(functools.partial(search.search, owner, query))
+            return JSONResponse({"conversations": [each.shown() for each in matched]})
         found = await (await store()).conversations(owner)
         listed = [{"id": c.id, "title": c.title, "updated_at": c.updated_at} for c in found]
         return JSONResponse({"conversations": listed})
@@ -74,7 +84,9 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
         items = [entry.kept() for entry in shown]  # an answer with its citations
         closed = closed_approvals(items, conversation_id)
-        found = {"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed}
+        found: dict[str, Any] = {"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed}
+        models = [rows[entry.index].model if 0 <= entry.index < len(rows) else None for entry in shown]
+        found.update(await shown_model(owner, conversation_id, models))  # with LLM_MODELS: the model, each answer's
         forked = await _forks(owner, conversation_id, branch, _keys(rows, shown)) if earlier else []
         found |= {"branches": earlier, "forks": forked}
         return JSONResponse({**found, **({"branch": branch} if branch is not None else {})})

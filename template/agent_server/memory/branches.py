@@ -27,6 +27,7 @@ from agent_server.errors import BadRequest
 from agent_server.memory import statements
 from agent_server.memory.records import StoredItem
 from agent_server.memory.schema import branches, items
+from agent_server.memory.search_schema import words_of
 
 COPIED = ["owner", "conversation_id", "seq", "starts_turn", "format", "item", "item_id", "trace_id"]
 
@@ -80,8 +81,12 @@ def restore(
     chosen = sa.and_(of(owner, conversation_id), branches.c.branch == branch)
     size = int(connection.scalar(sa.select(sa.func.count()).where(chosen)) or 0)
     taken = size if keep is None else min(keep, size)
-    rows = sa.select(*(branches.c[name] for name in COPIED)).where(chosen).order_by(branches.c.seq).limit(taken)
-    connection.execute(items.insert().from_select(COPIED, rows))
+    query = sa.select(*(branches.c[name] for name in COPIED)).where(chosen).order_by(branches.c.seq).limit(taken)
+    rows = [dict(row._mapping) for row in connection.execute(query)]
+    for row in rows:  # what search finds of it, indexed as any stored item is (search_schema.py)
+        row["words"] = words_of(json.loads(row["item"]))
+    if rows:
+        connection.execute(items.insert(), rows)
     if taken == size:  # all of it is the conversation again: no longer an earlier branch
         connection.execute(branches.delete().where(chosen))
     after = connection.scalar(sa.select(sa.func.coalesce(sa.func.max(items.c.seq) + 1, 0)).where(mine))

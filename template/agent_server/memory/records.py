@@ -26,6 +26,7 @@ class StoredItem:
     item_id: str | None
     format: int = ITEM_FORMAT
     trace_id: str | None = None  # an answer's: the trace of the turn that made it
+    model: str | None = None  # an answer's, with LLM_MODELS: the model that made it (conversation_models.py)
 
 
 @dataclass(frozen=True)

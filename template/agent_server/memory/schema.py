@@ -30,6 +30,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent_server.memory.search_schema import add_search
+from agent_server.memory.share_schema import add_shares
+
 ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
 
 metadata = sa.MetaData()
@@ -61,6 +64,7 @@ conversations = sa.Table(
     time_column("updated_at", index=True),
     sa.Column("lease", sa.String(64)),
     sa.Column("lease_until", sa.Float),
+    sa.Column("model", sa.String(200)),  # the model its user picked (schema 9; conversation_models.py); None: default
 )
 items = sa.Table(
     "agent_conversation_items",
@@ -73,6 +77,8 @@ items = sa.Table(
     sa.Column("item", sa.Text, nullable=False),
     sa.Column("item_id", sa.Text),
     sa.Column("trace_id", sa.String(64)),  # the answer's trace (schema 3), which the chat page rates after a reload
+    sa.Column("model", sa.String(200)),  # with LLM_MODELS: the model that made the answer (schema 9)
+    sa.Column("words", sa.Text),  # what its user or assistant wrote, which search finds (schema 10: search_schema.py)
 )
 
 runs = sa.Table(
@@ -234,11 +240,21 @@ def _version_8(connection: sa.Connection) -> None:
     metadata.create_all(connection, tables=[branches])
 
 
+def _version_9(connection: sa.Connection) -> None:
+    # Version 1 creates both tables as this module declares them, so a new database has the columns already.
+    for table in (conversations, items):
+        if "model" not in {column["name"] for column in sa.inspect(connection).get_columns(table.name)}:
+            connection.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN model VARCHAR(200)"))
+
+
 MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _version_1, 2: _version_2, 3: _version_3, 4: _version_4}
 MIGRATIONS[5] = _version_5  # the turn queue
 MIGRATIONS[6] = _version_6  # long-term memory
 MIGRATIONS[7] = _version_7  # rate limits counted in the store, for every instance
 MIGRATIONS[8] = _version_8  # earlier branches of conversations: no turn is deleted by a replayed history
+MIGRATIONS[9] = _version_9  # a model per conversation (LLM_MODELS)
+MIGRATIONS[10] = add_search  # conversation search (search_schema.py)
+MIGRATIONS[11] = add_shares  # share links (share_schema.py)
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 

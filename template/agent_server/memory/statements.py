@@ -79,7 +79,9 @@ CREATE = conversations.insert().from_select(
     ).where(_NONE_BEFORE),
 )
 ITEMS = (
-    sa.select(items.c.item, items.c.item_id, items.c.format, items.c.trace_id).where(_ITS_ITEMS).order_by(items.c.seq)
+    sa.select(items.c.item, items.c.item_id, items.c.format, items.c.trace_id, items.c.model)
+    .where(_ITS_ITEMS)
+    .order_by(items.c.seq)
 )
 # The turn holding `held` gives it back, at `now`, and learns where its items start and how many the conversation
 # holds already, in the same round trip (RETURNING: PostgreSQL, and SQLite since 3.35); no row: it lost the lease.
@@ -120,7 +122,7 @@ TAKE_AND_READ = (
 # many items there were before.
 ADDED = {
     "seq": "added_seq", "starts_turn": "added_starts_turn", "format": "added_format", "item": "added_item",
-    "item_id": "added_item_id", "trace_id": "added_trace_id",
+    "item_id": "added_item_id", "trace_id": "added_trace_id", "model": "added_model", "words": "added_words",
 }  # fmt: skip
 _KEPT = (
     conversations.update()

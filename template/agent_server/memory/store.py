@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent_server.memory import branches, engines, statements, turn_transactions, waiters
+from agent_server.errors import NotFound
+from agent_server.memory import branches, engines, shares, statements, turn_transactions, waiters
 from agent_server.memory.records import Busy, Conversation, StoredItem, Unavailable
 from agent_server.memory.schema import SchemaTooNew, conversations, items, migrate
 
@@ -121,6 +122,13 @@ class Store:
         """An earlier branch's items (none: no such branch)."""
         return await self._run(lambda connection: branches.read(connection, owner, conversation_id, branch))
 
+    async def continued_branch(self, owner: str, conversation_id: str, branch: int) -> list[StoredItem]:
+        """The items of the earlier branch a turn continues (`custom_inputs.branch`); NotFound if there is none."""
+        found = await self.branch_items(owner, conversation_id, branch)
+        if not found:
+            raise NotFound(f"This conversation has no branch {branch}.", "custom_inputs.branch")
+        return found
+
     async def delete(self, owner: str, conversation_id: str) -> bool:
         return await self._run(functools.partial(_delete, owner, conversation_id), write=True)
 
@@ -197,6 +205,7 @@ def _items_if_any(owner: str, conversation_id: str, connection: sa.Connection) -
 def _delete(owner: str, conversation_id: str, connection: sa.Connection) -> bool:
     connection.execute(items.delete().where(statements.items_of(owner, conversation_id)))
     branches.delete(connection, owner, conversation_id)
+    shares.delete(connection, owner, conversation_id)  # its links: a 404 from now on
     deleted = connection.execute(conversations.delete().where(statements.conversation_is(owner, conversation_id)))
     return deleted.rowcount > 0
 

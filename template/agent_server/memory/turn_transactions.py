@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from agent_server.memory import branches, statements
 from agent_server.memory.records import Busy, StoredItem
 from agent_server.memory.schema import conversations, items
+from agent_server.memory.search_schema import words_of
 
 
 def start_turn(
@@ -136,8 +137,10 @@ def _row(stored: StoredItem, seq: int) -> dict[str, object]:
     return {
         "seq": seq, "starts_turn": stored.item.get("role") == "user", "format": stored.format,
         "item": json.dumps(stored.item), "item_id": stored.item_id, "trace_id": stored.trace_id,
+        "model": stored.model,
+        "words": words_of(stored.item),
     }  # fmt: skip
 
 
-def _stored(item: str, item_id: str | None, format: int, trace_id: str | None) -> StoredItem:
-    return StoredItem(json.loads(item), item_id, format, trace_id)
+def _stored(item: str, item_id: str | None, format: int, trace_id: str | None, model: str | None = None) -> StoredItem:
+    return StoredItem(json.loads(item), item_id, format, trace_id, model)

@@ -39,7 +39,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent_server import llm
-from agent_server.errors import BadRequest, Broken, HttpError, NotFound, TooLarge
+from agent_server.errors import BadRequest, Broken, HttpError, TooLarge
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.identity import owner_of
 from agent_server.json_body import hides_text
@@ -111,6 +111,7 @@ class Turn:
     api: ApiMode
     named: str | None = None  # the conversation id the client named (None: one the app made for this turn)
     trace_id: str | None = None  # this turn's trace, kept with its answer (None: not traced)
+    model: str | None = None  # with LLM_MODELS: the turn's model, kept with its answer (turn/prepare.py)
     # A branch (replaced, diverged) stores what the client sent: its earlier answers keep the traces they had.
     kept_traces: dict[str, str] = field(default_factory=dict)
     kept_rows: int = 0  # replaced, diverged: the stored rows that stay at the start (the rest: an earlier branch)
@@ -122,8 +123,8 @@ class Turn:
 
     async def finish(self, output: Sequence[Mapping[str, Any]]) -> None:
         """Store this turn (what the client added, then the answer) and end it."""
-        answer = [(entry.index, StoredItem(entry.kept(), _id(entry.client_id), trace_id=self.trace_id))
-                  for entry in render_each(list(output), self.api)]  # fmt: skip
+        answer = [(e.index, StoredItem(e.kept(), _id(e.client_id), trace_id=self.trace_id, model=self.model))
+                  for e in render_each(list(output), self.api)]  # fmt: skip
         added = [
             *(
                 StoredItem(entry.kept(), _id(entry.client_id), trace_id=self.kept_traces.get(comparable(entry.item)))
@@ -204,9 +205,7 @@ async def start_turn(
     database.holding(lease, owner, conversation_id)
     try:
         if restores is not None:  # the model sees that earlier branch, not the conversation's own items
-            stored_items = await (await database.store()).branch_items(owner, conversation_id, restores)
-            if not stored_items:
-                raise NotFound(f"This conversation has no branch {restores}.", "custom_inputs.branch")
+            stored_items = await (await database.store()).continued_branch(owner, conversation_id, restores)
         stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
         sent_each = [dataclasses.replace(e, index=e.index + stored.stored) for e in sent.each]
         first_continued = stored.stored + (len(sent.client_items) if continues_from is None else continues_from)

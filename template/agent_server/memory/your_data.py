@@ -4,10 +4,11 @@
     GET    /me/export   one JSON document, streamed: {"owner", "exported_at", "about", "conversations": [{"id",
                         "title", "created_at", "updated_at", "items", "trace_ids", "branches": [{"branch",
                         "set_aside_at", "items", "trace_ids"}]}], "runs": [{..., "request", "events"}],
-                        "memories": [...], "approval_answers": [...], "trace_ids": [...]}
+                        "memories": [...], "approval_answers": [...], "shares": [...] (the caller's share links,
+                        without their tokens), "trace_ids": [...]}
     DELETE /me          {"deleted": {"conversations", "items", "branch_items", "runs", "run_events", "memories",
-                        "approval_answers", "waiting_turns", "traces"}, "about"}: all of it, in one transaction
-                        (the traces, in the trace store, after it)
+                        "approval_answers", "waiting_turns", "shares", "traces"}, "about"}: all of it, in one
+                        transaction (the traces, in the trace store, after it)
 
 Both answer for the caller alone (identity.owner_of), and read or delete by owner in every statement. Each answer's
 MLflow trace (the turn's inputs and outputs, and the feedback given on it, as its `user_feedback` assessment) is
@@ -35,7 +36,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from agent_server.identity import owner_of
-from agent_server.memory import branches, facts, turn_transactions
+from agent_server.memory import branches, facts, shares, turn_transactions
 from agent_server.memory.database import store
 from agent_server.memory.schema import approval_answers, conversations, items, run_events, runs, turn_queue
 from agent_server.memory.settings import enabled
@@ -61,7 +62,9 @@ async def export(request: Request) -> Response:
     about = TRACES + your_traces.platform_note()
     head = {"owner": owner, "exported_at": time.time(), "about": about if kept else NOTHING_KEPT + about}
     if kept is None:
-        empty: dict[str, list[Any]] = dict.fromkeys(("conversations", "runs", "memories", "approval_answers"), [])
+        empty: dict[str, list[Any]] = dict.fromkeys(
+            ("conversations", "runs", "memories", "approval_answers", "shares"), []
+        )
         empty["trace_ids"] = []
         logger.info("memory: a user exported their data: nothing is kept (MEMORY_BACKEND=none)")
         return JSONResponse({**head, **empty})
@@ -105,6 +108,7 @@ async def _document(
     tail = {
         "memories": [fact.shown() for fact in found],
         "approval_answers": answered,
+        "shares": await kept.run(functools.partial(shares.of_owner, owner)),
         "trace_ids": sorted(set(traces)),
     }
     yield b"], " + json.dumps(tail)[1:].encode()
@@ -170,7 +174,7 @@ async def delete_everything(request: Request) -> Response:
         raise
     traces = await run_in_threadpool(your_traces.delete_traces_of, owner)  # after the store: no turn adds one now
     kinds: tuple[str, ...] = ("conversations", "items", "branch_items", "runs", "run_events", "memories")
-    kinds += ("approval_answers", "waiting_turns")
+    kinds += ("approval_answers", "waiting_turns", "shares")
     counts = {name: deleted.get(name, 0) for name in kinds} | {"traces": traces.count}
     logger.info("memory: a user deleted their data: %s", ", ".join(f"{n} {name}" for name, n in counts.items()))
     return JSONResponse({"deleted": counts, "about": traces.about if enabled() else NOTHING_KEPT + traces.about})
@@ -191,6 +195,7 @@ def _delete(owner: str, connection: sa.Connection) -> dict[str, int]:
             for n in range(0, len(theirs), 500)
         ),
         "memories": facts.forget_all(owner, connection),
+        "shares": shares.delete(connection, owner),
         "approval_answers": connection.execute(
             approval_answers.delete().where(approval_answers.c.owner == owner)
         ).rowcount,

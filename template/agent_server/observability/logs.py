@@ -57,13 +57,26 @@ class ExpectedFailures(logging.Filter):
 
 class NoSignInCodes(logging.Filter):
     """The access log's line for sign-in's callback (sign_in/flow.py) without its query, which holds the provider's
-    one-time code: codes and tokens never reach a log."""
+    one-time code, and a share link's without its token (memory/shares_api.py): codes and tokens never reach a log."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if isinstance(args, tuple) and len(args) > 2 and str(args[2]).startswith("/sign-in/callback?"):
             record.args = (*args[:2], "/sign-in/callback?(not logged)", *args[3:])
+        elif isinstance(args, tuple) and len(args) > 2 and str(args[2]).startswith(SHARE_PATHS):
+            record.args = (*args[:2], logged_path(str(args[2])), *args[3:])
         return True
+
+
+SHARE_PATHS = ("/s/", "/shared/")  # the share link's page, and its routes: the token follows
+
+
+def logged_path(path: str) -> str:
+    """A request's path as a log may show it: a share link's token (and any query) left out."""
+    if not path.startswith(SHARE_PATHS):
+        return path
+    prefix, _token, *rest = path.split("?", 1)[0].split("/", 3)[1:] + [""]
+    return f"/{prefix}/(not logged)" + ("/" + rest[0] if rest and rest[0] else "")
 
 
 def log_config(current: config.Settings | None = None) -> dict[str, Any]:

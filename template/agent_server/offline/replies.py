@@ -10,12 +10,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agent_server import config
 from agent_server.config import OFFLINE_CALL_ID_STYLES
 from agent_server.offline import judging
 from agent_server.offline.arguments import tool_arguments
 from agent_server.offline.media import attachments_of, seen
 
 CALL_ID_STYLES = OFFLINE_CALL_ID_STYLES
+OWN_WORDS = "Offline model:"  # its own words in an answer (after a tool's output, when it reports one)
 
 
 @dataclass(frozen=True)
@@ -59,14 +61,26 @@ def chat_answer(body: dict[str, Any]) -> Answer:
     if (schema := judging.requested_schema(body)) is not None:
         return structured_answer(body["messages"], schema)
     tools = {tool["function"]["name"]: tool["function"].get("parameters") for tool in _offered_function_tools(body)}
-    return answer(body["messages"], chat_turns(body["messages"]), tools, body.get("tool_choice") == "required")
+    said = answer(body["messages"], chat_turns(body["messages"]), tools, body.get("tool_choice") == "required")
+    return answered_as(said, body.get("model"))
 
 
 def responses_answer(body: dict[str, Any]) -> Answer:
     if (schema := judging.requested_schema(body)) is not None:
         return structured_answer(body["input"], schema)
     tools = {tool["name"]: tool.get("parameters") for tool in _offered_function_tools(body)}
-    return answer(body["input"], responses_turns(body["input"]), tools, body.get("tool_choice") == "required")
+    said = answer(body["input"], responses_turns(body["input"]), tools, body.get("tool_choice") == "required")
+    return answered_as(said, body.get("model"))
+
+
+def answered_as(said: Answer, model: Any) -> Answer:
+    """The offline model answers under every name, and under a listed one (LLM_MODELS) other than the default, says
+    which: the page's picker and the tests show which model a turn ran on, with no credentials. (The default's
+    answers stay as they were, which tests and owners' checks compare.)"""
+    models = config.settings().models
+    if OWN_WORDS not in said.text or model not in models.names or model == models.default:
+        return said
+    return dataclasses.replace(said, text=said.text.replace(OWN_WORDS, f"Offline model, as {model}:", 1))
 
 
 def structured_answer(history: str | list[dict[str, Any]], schema: dict[str, Any]) -> Answer:
@@ -140,7 +154,7 @@ def answer(
     else:
         counts = {role: sum(turn.role == role for turn in turns) for role in ("user", "assistant", "tool")}
         text = (
-            f"Offline model: I saw {counts['user']} user, {counts['assistant']} assistant and {counts['tool']} "
+            f"{OWN_WORDS} I saw {counts['user']} user, {counts['assistant']} assistant and {counts['tool']} "
             f"tool turns. You said: {latest_user_text}"
         )
         if tool_outputs:

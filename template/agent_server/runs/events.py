@@ -14,8 +14,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from agent_server import model_choice
 from agent_server.runs.store import Run
 from agent_server.turn.responses_shapes import response_fields, withheld
+from agent_server.turn_context import INVOCATIONS
 
 TERMINAL_EVENTS = {
     "completed": "response.completed",
@@ -92,9 +94,11 @@ def response_object(run: Run, output: list[dict[str, Any]] | None) -> dict[str, 
     }
     if isinstance(output, Output) and output.guardrail:
         response["custom_outputs"]["guardrail"] = output.guardrail
+    answered = model_choice.answered_by(str(run.body.get("agent_server.path", INVOCATIONS)), run.body)  # execute's
+    response["custom_outputs"].update(model_choice.custom_outputs(answered))
     if run.trace_id:
         response["metadata"] = {"trace_id": run.trace_id}  # MLflow's place for it (x-mlflow-return-trace-id)
-    return response_fields(response, status=run.error["status"] if run.error else None)  # model, tools, ...
+    return response_fields(response, answered, status=run.error["status"] if run.error else None)  # tools, ...
 
 
 def created(run: Run) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from agent_server import identity, memory
+from agent_server import identity, memory, model_choice
 from agent_server.errors import BadRequest, Conflict, HttpError
 from agent_server.memory import HOLDER
 from agent_server.runs import events, execute, store
@@ -82,6 +82,7 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, path: st
     if memory.has_references(body.get("input")):  # the run keeps the items they name, and runs in their conversation
         body = await memory.resolved_references(headers, body)
     conversation_id = memory.conversation_id_of(body)
+    named = conversation_id
     answer_as = {field: body.pop(field, False) for field in RUN_FIELDS}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
     sent = checked_body(body)[1] if conversation_id is None else None
@@ -93,6 +94,7 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, path: st
         conversation_id = str(uuid.uuid4())
         body["context"] = {**(body.get("context") or {}), "conversation_id": conversation_id}
     body[execute.PATH_KEY] = path  # each attempt goes where its client posted: it answers in that path's dialect
+    await model_choice.pinned(path, body, owner, named)  # each attempt on the model its turn started with
     now = time.time()
     new = Run(
         f"resp_{uuid.uuid4().hex}", owner, conversation_id, key, digest, body, bool(answer_as["background"]),

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from agent_server import memory
+from agent_server import memory, model_choice
 from agent_server.errors import BadRequest
 from agent_server.history import approvals, pair_calls_with_outputs
 from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
@@ -30,6 +30,7 @@ async def prepare(path: str, headers: Mapping[str, str], body: Any, attempt: Run
     small = len(body.get("input") or ()) <= INLINE_ITEMS if isinstance(body, dict) else True
     body, sent = await cpu_work(small, checked_body, body)
     _check_mlflow_fields(body)
+    asked = model_choice.requested(path, body)  # a bad one refused before the conversation is taken
     if sent is None:  # items by reference: the stored items they name, then rendered (memory/references.py)
         body = await memory.resolved_references(headers, body)
         sent = await cpu_work(small, rendered_history, body)
@@ -37,6 +38,7 @@ async def prepare(path: str, headers: Mapping[str, str], body: Any, attempt: Run
     try:
         history = sent if turn is None else turn.history
         context = await cpu_work(len(history.each) <= INLINE_ITEMS, _context, path, headers, body, history, turn)
+        context.model_name = await _model(asked, turn)
     except BaseException:
         if turn is not None:
             await turn.end()
@@ -45,6 +47,18 @@ async def prepare(path: str, headers: Mapping[str, str], body: Any, attempt: Run
     context.owner = turn.owner if turn is not None else caller(headers)
     context.return_trace_id = (headers.get(RETURN_TRACE_HEADER) or "").lower() == "true"
     return context
+
+
+async def _model(asked: str | None, turn: memory.Turn | None) -> str:
+    """The turn's model (model_choice.py), kept as its conversation's; read and written only when several are listed."""
+    if turn is None or not model_choice.choices().several:
+        return model_choice.chosen(asked, None)
+    stored = await memory.stored_model(turn.owner, turn.conversation_id)
+    name = model_choice.chosen(asked, stored)
+    if name != stored:
+        await memory.keep_model(turn.owner, turn.conversation_id, name)
+    turn.model = name  # kept with the turn's answer
+    return name
 
 
 def _share_user_headers(headers: Mapping[str, str]) -> None:

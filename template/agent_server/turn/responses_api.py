@@ -60,7 +60,7 @@ class ResponseStream:
 
     def _lifecycle(self, kind: str, status: str = "in_progress", **fields: Any) -> Event:
         response = {**self.response, "status": status, "error": None, "output": [], **fields}
-        return {"type": kind, "response": response_fields(response)}
+        return {"type": kind, "response": response_fields(response, self.context.model_name or None)}
 
     def _numbered(self, events: list[Event]) -> list[Event]:
         for event in events:
@@ -78,5 +78,6 @@ def response_body(context: TurnContext, output: list[dict[str, Any]]) -> dict[st
         body["metadata"] = {"trace_id": context.trace_id}
     response = {"id": f"resp_{uuid.uuid4().hex}", "created_at": int(time.time()), "background": False}
     return response_fields(
-        {**body, **response, "status": "completed", "output": openai_output(output, context.call_named)}
+        {**body, **response, "status": "completed", "output": openai_output(output, context.call_named)},
+        context.model_name or None,  # the model that answered (model_choice.py)
     )

@@ -22,7 +22,7 @@ from agents import Agent, RunConfig, Runner, TResponseInputItem
 from agents.items import MessageOutputItem, ToolApprovalItem, ToolCallItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 
-from agent_server import agent, errors, guardrails, memory
+from agent_server import agent, errors, guardrails, memory, model_choice
 from agent_server.history import approvals
 from agent_server.memory.long_term import with_memory_tools
 from agent_server.observability import tracing
@@ -139,6 +139,7 @@ def _root_span(context: TurnContext) -> Iterator[Any]:
         if context.turn is not None:
             context.turn.trace_id = trace_id  # kept with the answer: the chat page rates it again after a reload
         kept = context.turn.custom_outputs() if context.turn else {}
+        kept = {**kept, **model_choice.custom_outputs(context.model_name)}  # with several models, the one answering
         context.custom_outputs = {**kept, **({"trace_id": trace_id} if trace_id else {})} or None
         context.trace_id = trace_id if context.return_trace_id else None
         yield span if trace_id else None
@@ -221,8 +222,9 @@ async def _sdk_run(
     items become the events a stream gives for them (RunItemStreamEvent), so the rest of the turn is the same. The
     calls that wait for approval are added to `interruptions` as the run ends."""
     sdk_input = cast("list[TResponseInputItem]", history)  # the render's items are those TypedDicts (history/)
+    run_config = model_choice.run_config(RUN_CONFIG, context.model_name)  # the turn's model (LLM_MODELS)
     if context.stream:
-        result = Runner.run_streamed(owners_agent, input=sdk_input, run_config=RUN_CONFIG, context=context)
+        result = Runner.run_streamed(owners_agent, input=sdk_input, run_config=run_config, context=context)
         async for event in result.stream_events():
             yield event
         # openai-agents 0.24 (agents/sandbox/runtime.py): the result keeps its sandbox clean-up, a closure that keeps
@@ -233,7 +235,7 @@ async def _sdk_run(
         interruptions.extend(result.interruptions)
         return
     try:
-        ran = await Runner.run(owners_agent, sdk_input, run_config=RUN_CONFIG, context=context)
+        ran = await Runner.run(owners_agent, sdk_input, run_config=run_config, context=context)
     except guardrails.tripwires() as tripped:  # what the run had finished goes out before the refusal
         for kept in guardrails.kept_items(tripped):
             yield RunItemStreamEvent(name="run_item", item=kept)  # type: ignore[arg-type]

@@ -295,3 +295,17 @@ def test_a_mistake_in_the_cases_file_names_its_place(tmp_path):
     numbered = "cases: [{name: a, turns: [{user: hi}, {user: yo, new_conversation: 1}]}]\n"
     with pytest.raises(cases.EvaluationSetError, match=r"turns\[1\]\.new_conversation: Input should be a valid bool"):
         cases.load(Path(cases_file(tmp_path, numbered)))
+
+
+def test_the_cases_play_on_each_listed_model_and_each_row_says_which(tmp_path, app_settings, capsys):
+    app_settings.setenv("LLM_MODELS", "offline,big=Big model")
+    says_big = "cases:\n  - name: greets\n    turns:\n      - user: Hello\n        expect: {contains: [as big]}\n"
+    status, results = evaluate(tmp_path, "--cases", cases_file(tmp_path, says_big), "--model", "all")
+    assert status == 1  # the default does not say it answered as big: the comparison shows it
+    assert [(c["model"], c["passed"], c["turns"][0]["model"]) for c in results["cases"]] == [
+        ("offline", False, "offline"), ("big", True, "big")]  # fmt: skip
+    assert results["scorers"]["required_text @big"]["ok"] and not results["scorers"]["required_text @offline"]["ok"]
+    table = capsys.readouterr().out
+    assert "greets @offline" in table and "greets @big" in table and "required_text @big" in table
+    with pytest.raises(config.ConfigurationError, match="--model 'huge' is not listed"):
+        evaluate(tmp_path, "--cases", cases_file(tmp_path, says_big), "--model", "huge")
