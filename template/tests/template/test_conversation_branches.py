@@ -248,3 +248,18 @@ def test_a_turn_that_names_a_branch_that_is_not_there_or_no_number_is_refused(cl
     unnamed = client.post("/invocations", json={"input": "Hi", "custom_inputs": {"branch": 1}})
     assert unnamed.status_code == 400, unnamed.text
     assert len(stored(client, chat.id).json()["items"]) == 2 and stored(client, chat.id).json()["forks"] == []
+
+
+def test_search_finds_what_a_continued_branch_brings_back(client):
+    """Set aside, a branch's words are not the conversation's; continued, they are again (search_schema.py)."""
+    chat = Conversation(client, stream=False)
+    chat.send("Hello")
+    chat.send("Zebra crossings")
+    kept = stored(client, chat.id).json()["items"][:2]
+    edit = {"input": [*kept, {"role": "user", "content": "Yak"}], "context": {"conversation_id": chat.id}}
+    post_turn(client, {**edit, "custom_inputs": {"replace_history": True}}, stream=False)
+    found = lambda: [c["id"] for c in client.get("/conversations", params={"q": "zebra"}).json()["conversations"]]  # noqa: E731
+    assert chat.id not in found()
+    back = {"input": "More", "context": {"conversation_id": chat.id}, "custom_inputs": {"branch": 1}}
+    post_turn(client, back, stream=False)
+    assert chat.id in found()
