@@ -38,6 +38,7 @@ def test_a_tool_that_asks_first_is_approved_and_denied_from_the_page(served_app,
     deny = second.get_by_role("button", name="Deny send_summary")
     deny.focus()
     chat.page.keyboard.press("Enter")  # every control works from the keyboard
+    chat.page.keyboard.press("Enter")  # Deny asks for a reason, which is optional (test_chat_page_answers.py)
     expect(second.locator(".tool-status")).to_have_text("denied")
     expect(chat.replies.last).to_contain_text("The tool returned: The user denied this tool call.")
     chat.ask("Use send_summary at last")
@@ -102,6 +103,7 @@ def test_an_mcp_tool_that_asks_first_runs_once_approved_and_never_denied(slow_to
     chat.ask("Use delete_file again")
     tools.nth(1).get_by_role("button", name="Deny delete_file").focus()
     browser_page.keyboard.press("Enter")
+    browser_page.keyboard.press("Enter")  # no reason
     expect(tools.nth(1).locator(".tool-status")).to_have_text("denied")
     expect(chat.replies.last).to_contain_text("The user denied this tool call")
     chat.ask("Thanks")

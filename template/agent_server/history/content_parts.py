@@ -43,6 +43,40 @@ def assistant_text(content: Any, index: int) -> str:
     return "\n".join(texts)
 
 
+def assistant_annotations(content: Any, top_level: Any, index: int) -> list[dict[str, Any]]:
+    """The citations of an assistant message (`annotations`: url_citation, file_citation...), kept for the client,
+    never sent to the model: each text part's, its positions moved to where the part stands in the text
+    assistant_text joins; then the message's own (chat completions', each url_citation in its nested object, or
+    what conversation memory keeps: the list this returns)."""
+    found: list[dict[str, Any]] = []
+    offset = 0
+    for part in content if isinstance(content, list) else []:
+        text = part if isinstance(part, str) else part.get("text") or part.get("refusal") or ""
+        if isinstance(part, Mapping) and part.get("annotations") is not None:
+            found += [_moved(note, offset) for note in _annotation_list(part["annotations"], index)]
+        offset += len(text) + 1  # the "\n" that joins the parts
+    for note in _annotation_list(top_level, index) if top_level is not None else []:
+        nested = note.get("url_citation")
+        found.append({"type": "url_citation", **nested} if isinstance(nested, Mapping) else note)
+    return found
+
+
+def _annotation_list(annotations: Any, index: int) -> list[dict[str, Any]]:
+    if not isinstance(annotations, list):
+        raise HistoryError(index, f"'annotations' must be a list, got {json_type(annotations)}")
+    for note in annotations:
+        if not isinstance(note, Mapping) or not isinstance(note.get("type"), str):
+            raise HistoryError(index, "each of 'annotations' must be an object with a 'type'")
+    return [dict(note) for note in annotations]
+
+
+def _moved(note: dict[str, Any], offset: int) -> dict[str, Any]:
+    for key in ("start_index", "end_index", "index"):
+        if offset and isinstance(note.get(key), int) and not isinstance(note[key], bool):
+            note[key] += offset
+    return note
+
+
 def input_content(content: Any, index: int) -> str | list[dict[str, Any]]:
     if content is None or content == []:
         return ""

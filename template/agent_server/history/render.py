@@ -12,7 +12,13 @@ from typing import Any
 
 from agent_server.config import ApiMode
 from agent_server.history import approvals
-from agent_server.history.content_parts import assistant_text, check_chat_completions, input_content, tool_output
+from agent_server.history.content_parts import (
+    assistant_annotations,
+    assistant_text,
+    check_chat_completions,
+    input_content,
+    tool_output,
+)
 from agent_server.history.errors import HistoryError, json_type, show
 from agent_server.history.tool_outputs import parts_in_text, unrepr
 from agent_server.history.tool_pairs import Rendered, orphan_output_message, pair_calls_with_outputs
@@ -25,6 +31,9 @@ DROPPED_TYPES = ("reasoning", "mcp_list_tools")
 MALFORMED_ARGUMENTS = "arguments_as_sent"  # the key that holds a call's arguments that were not a JSON object
 INPUT_ROLES = ("user", "system", "developer")
 TEXT_ONLY_ROLES = ("system", "developer")
+ANNOTATIONS = (
+    "annotations"  # an assistant message's citations, as Rendered.annotations and conversation memory keep them
+)
 
 
 def render_history(items: Sequence[Any], api: ApiMode = "chat_completions") -> list[dict[str, Any]]:
@@ -61,7 +70,8 @@ def render_each(items: Sequence[Any], api: ApiMode = "chat_completions") -> list
             if api == "chat_completions":
                 check_chat_completions(out, index)
                 media = media_of_tool_output(out, index)
-            rendered.append(Rendered(index, out, item.get("id")))
+            notes = tuple(out.pop(ANNOTATIONS, ()))  # an answer's citations: for the client, not the model
+            rendered.append(Rendered(index, out, item.get("id"), notes))
             if media is not None:
                 rendered.append(Rendered(index, media, None))  # pairing keeps it after the call's outputs
     return rendered
@@ -101,6 +111,9 @@ def _render_item(item: Any, index: int) -> list[dict[str, Any]]:
     if item_type == "mcp_approval_response":
         if not isinstance(item.get("approve"), bool):
             raise HistoryError(index, "an 'mcp_approval_response' needs 'approve' true or false")
+        if item.get("reason") is not None and not isinstance(item["reason"], str):
+            got = json_type(item["reason"])
+            raise HistoryError(index, f"an 'mcp_approval_response''s 'reason' must be text, got {got}")
         request_id = item.get("approval_request_id")
         return [_function_call_output(request_id, approvals.output_for(item), index, key="approval_request_id")]
     if item_type in DROPPED_TYPES:
@@ -150,7 +163,10 @@ def _render_message(item: Mapping[str, Any], index: int) -> list[dict[str, Any]]
         tool_calls = item.get("tool_calls") or []
         if not isinstance(tool_calls, list):
             raise HistoryError(index, "'tool_calls' must be a list")
-        rendered = [{"role": "assistant", "content": text}] if text or not tool_calls else []
+        rendered: list[dict[str, Any]] = [{"role": "assistant", "content": text}] if text or not tool_calls else []
+        notes = assistant_annotations(content, item.get(ANNOTATIONS), index)
+        if rendered and notes:
+            rendered[0][ANNOTATIONS] = notes
         rendered.extend(_chat_tool_call(call, index) for call in tool_calls)
         return rendered
     if role == "tool":

@@ -58,11 +58,17 @@ def orphan_output_message(call_id: str | None, output: str | list[dict[str, Any]
 
 @dataclass(frozen=True)
 class Rendered:
-    """One rendered item, the index of the client's item it came from, and that item's `id`."""
+    """One rendered item, the index of the client's item it came from, and that item's `id`; an answer's citations
+    (its `annotations`, render.py), which the model is never sent."""
 
     index: int
     item: dict[str, Any]
     client_id: Any = None
+    annotations: tuple[dict[str, Any], ...] = ()
+
+    def kept(self) -> dict[str, Any]:
+        """The item as conversation memory keeps and shows it: with its citations, which render back to this."""
+        return {**self.item, "annotations": list(self.annotations)} if self.annotations else self.item
 
 
 @dataclass

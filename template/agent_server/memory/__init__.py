@@ -5,6 +5,7 @@ The face the rest of the app uses. The package, one job a module:
 - turns.py: a turn, from its start (the caller's identity, the conversation, the merge) to its finish (stored);
 - merge.py: the one rule that merges what a client sends with the stored conversation;
 - branches.py: a conversation's earlier branches, what turns that edited or left it replaced, never deleted;
+- forks.py: where a conversation's branches part ways, for a client to switch between them;
 - settings.py: the MEMORY_* settings (declared in agent_server/config/) and the database URL;
 - database.py: the process's open store: start-up, shutdown, pruning;
 - store.py: the store's transactions (SQLite or PostgreSQL, through SQLAlchemy) and the turn lease;

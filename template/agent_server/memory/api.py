@@ -10,7 +10,8 @@
                                  what the client sent, or an untraced turn): feedback's trace_id; and the
                                  approval request it waits on, if it can no longer be answered, by its id:
                                  "expired" or "not_verified" (`closed_approvals`); and its earlier
-                                 branches, oldest first (`branches`: [{"branch", "items", "set_aside_at"}]);
+                                 branches, oldest first (`branches`: [{"branch", "items", "set_aside_at"}]),
+                                 and where they part ways along the items shown (`forks`: forks.py);
                                  with several models listed (LLM_MODELS), its `model` (null: the default), and
                                  beside each item the model that made it (`models`, null for the client's)
     GET    /conversations/{id}?branch=N   the same for earlier branch N, as it was when a turn replaced it
@@ -29,6 +30,7 @@ With memory off (MEMORY_BACKEND=none) every one is a 404 that says so.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,9 +43,10 @@ from agent_server.errors import BadRequest, NotFound, Unavailable, quoted
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.identity import owner_of
 from agent_server.json_body import check_shown_text, small_json
-from agent_server.memory import cut_short, search, statements
+from agent_server.memory import branches, cut_short, forks, search, statements, turn_transactions
 from agent_server.memory.conversation_models import shown_model
 from agent_server.memory.database import store
+from agent_server.memory.records import StoredItem
 from agent_server.memory.settings import enabled
 
 router = APIRouter(prefix="/conversations", include_in_schema=False)
@@ -76,18 +79,56 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
             rows = await kept.branch_items(owner, conversation_id, branch)
             if not rows:
                 raise NotFound(f"Conversation {quoted(conversation_id)} has no branch {branch}.")
-        stored = [{**row.item, "id": row.item_id} if row.item_id else row.item for row in rows]
+        stored = [_with_id(row) for row in rows]
         shown = waiting_shown(stored, llm.llm_settings().api)
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
-        items = [cut_short.shown(entry.item, stored[entry.index]) if entry.index < len(stored) else entry.item
-                 for entry in shown]  # fmt: skip
+        items = [cut_short.shown(entry.kept(), stored[entry.index]) if entry.index < len(stored) else entry.kept()
+                 for entry in shown]  # fmt: skip  (an answer with its citations, and its mark if it ended early)
         closed = closed_approvals(items, conversation_id)
         found: dict[str, Any] = {"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed}
         models = [rows[entry.index].model if 0 <= entry.index < len(rows) else None for entry in shown]
         found.update(await shown_model(owner, conversation_id, models))  # with LLM_MODELS: the model, each answer's
-        return JSONResponse({**found, **({"branch": branch} if branch is not None else {}), "branches": earlier})
+        forked = await _forks(owner, conversation_id, branch, _keys(rows, shown)) if earlier else []
+        found |= {"branches": earlier, "forks": forked}
+        return JSONResponse({**found, **({"branch": branch} if branch is not None else {})})
 
     return await for_caller(request, answer)
+
+
+async def _forks(owner: str, conversation_id: str, shown: int | None, keys: list[str]) -> list[dict[str, Any]]:
+    """Where the conversation's branches part ways along the one shown (forks.py)."""
+
+    def every(connection: sa.Connection) -> dict[int | None, list[StoredItem]]:
+        listed = branches.listed(connection, owner, conversation_id)
+        paths = {
+            about["branch"]: branches.read(connection, owner, conversation_id, about["branch"]) for about in listed
+        }
+        return {**paths, None: turn_transactions.read_items(connection, owner, conversation_id)}
+
+    def compared(rows: list[StoredItem]) -> list[str]:
+        return _keys(rows, waiting_shown([_with_id(row) for row in rows], llm.llm_settings().api))
+
+    paths = {
+        branch: keys if branch == shown else compared(rows)
+        for branch, rows in (await (await store()).run(every)).items()
+    }
+    return forks.forks(paths, shown) if shown in paths else []
+
+
+def _keys(rows: list[StoredItem], shown: list[Rendered]) -> list[str]:
+    """Each shown item as forks.py compares them: as shown, with the id and trace of the row it stands for."""
+
+    def row(entry: Rendered) -> StoredItem | None:
+        return rows[entry.index] if 0 <= entry.index < len(rows) else None
+
+    return [
+        json.dumps([entry.kept(), *((r.item_id, r.trace_id) if (r := row(entry)) else (None, None))], sort_keys=True)
+        for entry in shown
+    ]
+
+
+def _with_id(row: StoredItem) -> dict[str, Any]:
+    return {**row.item, "id": row.item_id} if row.item_id else row.item
 
 
 def branch_asked(value: str | None) -> int | None:

@@ -16,7 +16,7 @@ from agent_server.history import Rendered
 
 def marked(entry: Rendered, answer: Sequence[Mapping[str, Any]], reason: str | None) -> dict[str, Any]:
     """The stored form of an answer's item (`entry`, rendered from `answer`), with the mark if it was cut short."""
-    item, source = entry.item, answer[entry.index]
+    item, source = entry.kept(), answer[entry.index]  # with its citations, if any
     if item.get("role") != "assistant" or source.get("status") != "incomplete":
         return item
     return {**item, "status": "incomplete", **({"incomplete_details": {"reason": reason}} if reason else {})}

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agent_server.errors import NotFound
 from agent_server.memory import branches, engines, shares, statements, turn_transactions, waiters
 from agent_server.memory.records import Busy, Conversation, StoredItem, Unavailable
 from agent_server.memory.schema import SchemaTooNew, conversations, items, migrate
@@ -78,14 +79,15 @@ class Store:
 
     async def finish_turn(
         self, owner: str, conversation_id: str, lease: str, turn: list[StoredItem], replaces: bool, title: str | None,
-        max_items: int, keep: int = 0,
+        max_items: int, keep: int = 0, restore: int | None = None,
     ) -> None:  # fmt: skip
         """Store the turn's items (after the stored ones, or, `replaces`, after their first `keep`, the rest kept as an
-        earlier branch) and give the lease back, at once."""
-        if self.sqlite or replaces:
+        earlier branch; `restore`: after that earlier branch, which the turn continues: branches.py) and give the
+        lease back, at once."""
+        if self.sqlite or replaces or restore is not None:
             finish = functools.partial(
                 turn_transactions.finish_turn, owner, conversation_id, lease, turn, replaces, title, max_items,
-                keep=keep,
+                keep=keep, restore=restore,
             )  # fmt: skip
             await self._run(finish, write=True)
             waiters.given_back(owner, conversation_id)
@@ -119,6 +121,13 @@ class Store:
     async def branch_items(self, owner: str, conversation_id: str, branch: int) -> list[StoredItem]:
         """An earlier branch's items (none: no such branch)."""
         return await self._run(lambda connection: branches.read(connection, owner, conversation_id, branch))
+
+    async def continued_branch(self, owner: str, conversation_id: str, branch: int) -> list[StoredItem]:
+        """The items of the earlier branch a turn continues (`custom_inputs.branch`); NotFound if there is none."""
+        found = await self.branch_items(owner, conversation_id, branch)
+        if not found:
+            raise NotFound(f"This conversation has no branch {branch}.", "custom_inputs.branch")
+        return found
 
     async def delete(self, owner: str, conversation_id: str) -> bool:
         return await self._run(functools.partial(_delete, owner, conversation_id), write=True)

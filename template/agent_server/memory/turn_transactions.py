@@ -53,19 +53,23 @@ def start_turn(
 
 def finish_turn(
     owner: str, conversation_id: str, lease: str, turn: list[StoredItem], replaces: bool, title: str | None,
-    max_items: int, connection: sa.Connection, keep: int = 0,
+    max_items: int, connection: sa.Connection, keep: int = 0, restore: int | None = None,
 ) -> None:  # fmt: skip
     """In one transaction: the lease given back, the turn's items after the stored ones (or, `replaces`, after their
-    first `keep`, the rest set aside as an earlier branch: branches.py), the title (if it has none yet), and the
-    oldest turns over `max_items` dropped (and the oldest branches over it)."""
+    first `keep`, the rest set aside as an earlier branch: branches.py; or, `restore`, after that earlier branch,
+    which the turn continues), the title (if it has none yet), and the oldest turns over `max_items` dropped (and
+    the oldest branches over it)."""
     this = statements.named(owner, conversation_id)
     now = time.time()
     kept = connection.execute(statements.FINISH, {**this, "held": lease, "now": now}).first()
     if kept is None:  # the lease ran out and another turn took the conversation, or it was deleted
         raise Busy(conversation_id, deleted=connection.scalar(statements.EXISTS, this) is None)
     first, stored = kept  # where the turn's items start, and how many the conversation holds
-    if replaces:
+    if restore is not None:
+        first, stored = branches.restore(connection, owner, conversation_id, restore, keep if replaces else None, now)
+    elif replaces:
         first, stored = branches.set_aside(connection, owner, conversation_id, keep, now)
+    if replaces or restore is not None:
         if max_items > 0:
             branches.keep_within(connection, owner, conversation_id, max_items)
     if turn:

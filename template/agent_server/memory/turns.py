@@ -27,6 +27,7 @@ One that waits longer than MEMORY_TURN_QUEUE_SECONDS gets a 409 that says how lo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -42,7 +43,7 @@ from agent_server.errors import BadRequest, Broken, HttpError, TooLarge
 from agent_server.history import ApiMode, HistoryError, Rendered, approvals, render_each
 from agent_server.identity import owner_of
 from agent_server.json_body import hides_text
-from agent_server.memory import database, leases, queue, statements
+from agent_server.memory import branches, database, leases, queue, statements
 from agent_server.memory.cut_short import marked
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
 from agent_server.memory.schema import items as items_table
@@ -116,6 +117,7 @@ class Turn:
     # A branch (replaced, diverged) stores what the client sent: its earlier answers keep the traces they had.
     kept_traces: dict[str, str] = field(default_factory=dict)
     kept_rows: int = 0  # replaced, diverged: the stored rows that stay at the start (the rest: an earlier branch)
+    restores: int | None = None  # the earlier branch this turn continues (branches.py), or None: the conversation
     done: bool = field(default=False)
 
     def custom_outputs(self) -> dict[str, str]:
@@ -123,13 +125,12 @@ class Turn:
 
     async def finish(self, output: Sequence[Mapping[str, Any]]) -> None:
         """Store this turn (what the client added, then the answer) and end it."""
-        trace, model = self.trace_id, self.model
-        answer = [(entry.index, StoredItem(marked(entry, output, self.cut_short), _id(entry.client_id), trace_id=trace,
-                                           model=model))
-                  for entry in render_each(list(output), self.api)]  # fmt: skip
+        trace, model, cut = self.trace_id, self.model, self.cut_short
+        answer = [(e.index, StoredItem(marked(e, output, cut), _id(e.client_id), trace_id=trace, model=model))
+                  for e in render_each(list(output), self.api)]  # fmt: skip
         added = [
             *(
-                StoredItem(entry.item, _id(entry.client_id), trace_id=self.kept_traces.get(comparable(entry.item)))
+                StoredItem(entry.kept(), _id(entry.client_id), trace_id=self.kept_traces.get(comparable(entry.item)))
                 for entry in self.merged.new
             ),
             *(stored for _index, stored in sorted([*answer, *_reasoning(output)], key=lambda pair: pair[0])),
@@ -140,7 +141,7 @@ class Turn:
         try:
             await (await database.store()).finish_turn(
                 self.owner, self.conversation_id, self.lease, added, self.merged.replaces, title, current.max_items,
-                self.kept_rows,
+                self.kept_rows, self.restores,
             )  # fmt: skip
         except (Unavailable, Busy) as error:
             raise MemoryFailure.of(self.conversation_id, error) from None
@@ -196,7 +197,7 @@ async def start_turn(
     named = conversation_id_of(body)
     if keeps_own_history(body, sent):
         return None  # nothing to store or read
-    replace = replaces_history(body)
+    replace, restores = replaces_history(body), branches.continued(body, named)
     conversation_id = named or str(uuid.uuid4())
     api = llm.llm_settings().api
     lease, hold = leases.new_lease(), database.turn_lease_seconds()
@@ -206,8 +207,10 @@ async def start_turn(
         stored_items = await queue.wait_turn(owner, conversation_id, lease)
     database.holding(lease, owner, conversation_id)
     try:
+        if restores is not None:  # the model sees that earlier branch, not the conversation's own items
+            stored_items = await (await database.store()).continued_branch(owner, conversation_id, restores)
         stored = await cpu_work(len(stored_items) <= INLINE_ITEMS, _stored_history, stored_items, api)
-        sent_each = [Rendered(e.index + stored.stored, e.item, e.client_id) for e in sent.each]
+        sent_each = [dataclasses.replace(e, index=e.index + stored.stored) for e in sent.each]
         first_continued = stored.stored + (len(sent.client_items) if continues_from is None else continues_from)
         request = [entry for entry in sent_each if entry.index < first_continued]
         merged = merge(stored.each, request, replace).continuing(sent_each[len(request) :])
@@ -224,7 +227,8 @@ async def start_turn(
     kept = _traces(stored.each, stored_items) if merged.replaces else {}
     # The rows the kept items stand for, with the reasoning kept beside them (rendered items do not show it).
     rows = stored.each[merged.kept - 1].index + 1 if merged.replaces and merged.kept else 0
-    return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept, kept_rows=rows)
+    return Turn(owner, conversation_id, lease, merged, history, api, named, kept_traces=kept, kept_rows=rows,
+                restores=restores)  # fmt: skip
 
 
 async def holds_all(owner: str, conversation_id: str, ids: Sequence[str]) -> bool:
@@ -292,12 +296,10 @@ def _as_client_item(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_size(merged: Merge) -> None:
-    size = sum(len(json.dumps(entry.item)) for entry in merged.new)
-    if size > memory_settings().max_turn_bytes:
+    size, limit = sum(len(json.dumps(entry.item)) for entry in merged.new), memory_settings().max_turn_bytes
+    if size > limit:
         raise TooLarge(
-            f"This turn adds {size} bytes to the conversation; the limit is MEMORY_MAX_TURN_BYTES="
-            f"{memory_settings().max_turn_bytes}.",
-            "input",
+            f"This turn adds {size} bytes to the conversation; the limit is MEMORY_MAX_TURN_BYTES={limit}.", "input"
         )
 
 

@@ -23,6 +23,7 @@ def chat_completion(body: dict[str, Any], said: Answer) -> dict[str, Any]:
         message["reasoning_content"] = said.reasoning
     if not said.tool_calls:
         message["content"] = said.text
+        message["annotations"] = chat_citations(said)
     else:
         message["tool_calls"] = [
             {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
@@ -41,6 +42,17 @@ def chat_completion(body: dict[str, Any], said: Answer) -> dict[str, Any]:
         }
     )
     return completion.to_dict()
+
+
+def chat_citations(said: Answer) -> list[dict[str, Any]]:
+    """The sources the answer cites, as Chat Completions names them (a url_citation object in each)."""
+    return [
+        {
+            "type": "url_citation",
+            "url_citation": {"url": c.url, "title": c.title, "start_index": c.start, "end_index": c.end},
+        }
+        for c in said.citations
+    ]
 
 
 def chat_usage(said: Answer) -> CompletionUsage:
@@ -90,6 +102,8 @@ def chat_chunks(body: dict[str, Any], said: Answer) -> Iterator[dict[str, Any]]:
     if not said.tool_calls:
         for piece in split_for_stream(said.text):
             yield chunk({"content": piece})
+        if said.citations:  # as OpenAI's search models stream them, which the SDK reads (delta.annotations)
+            yield chunk({"annotations": chat_citations(said)})
     for index, call in enumerate(said.tool_calls):
         announce = {
             "index": index,

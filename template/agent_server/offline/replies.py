@@ -35,6 +35,16 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Citation:
+    """A source the answer cites: a url_citation of the text from `start` to `end`."""
+
+    url: str
+    title: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
 class Answer:
     """What the model says (text, or tool calls) and the numbers its wire formats report."""
 
@@ -45,6 +55,7 @@ class Answer:
     output_tokens: int
     reasoning: str = ""  # a summary of its reasoning, when asked to think (as reasoning models stream one)
     ends: str = "completed"  # or "incomplete" (cut at the output-token limit) or "failed", when asked to (`ending`)
+    citations: tuple[Citation, ...] = ()  # the sources it cites, when asked to cite one
 
 
 def chat_answer(body: dict[str, Any]) -> Answer:
@@ -158,8 +169,11 @@ def answer(
     # Asked to think, it reasons first, as a reasoning model does: a summary that the user sees folded.
     thinks = not tool_calls and re.search(r"\bthink\b", latest_user_text.lower()) is not None
     reasoning = f"The user asks me to think. They said: {latest_user_text}" if thinks else ""
+    text, citations = cited(text, latest_user_text) if text else (text, ())
     spoken = reasoning + text + "".join(call.name + call.arguments for call in tool_calls)
-    whole = Answer(text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken), reasoning)
+    whole = Answer(
+        text, tool_calls, digest, token_count(json.dumps(history)), token_count(spoken), reasoning, citations=citations
+    )
     return ending(whole, latest_user_text)
 
 
@@ -176,8 +190,23 @@ def ending(said: Answer, user_text: str) -> Answer:
         return dataclasses.replace(said, ends="failed")
     if CUT_SHORT.search(lowered) and not said.tool_calls:
         text = said.text[: len(said.text) // 2]
-        return dataclasses.replace(said, text=text, output_tokens=token_count(text), ends="incomplete")
+        return dataclasses.replace(said, text=text, output_tokens=token_count(text), ends="incomplete", citations=())
     return said
+
+
+# Asked to cite ("cite a source", or "cite <address>", any scheme, so that tests can offer the page a hostile one),
+# the answer ends with a numbered mark that cites it, as a model with web search does.
+CITES = re.compile(r"\bcite\b(?:\s+(\S+:\S+))?", re.IGNORECASE)
+CITED_SOURCE = "https://example.com/offline-model"
+
+
+def cited(text: str, user_text: str) -> tuple[str, tuple[Citation, ...]]:
+    asked = CITES.search(user_text)
+    if asked is None:
+        return text, ()
+    url = asked.group(1) or CITED_SOURCE
+    marked = f"{text} [1]"
+    return marked, (Citation(url, f"The source the offline model cites: {url}", len(text) + 1, len(marked)),)
 
 
 def _call_id(digest: str, number: int) -> str:

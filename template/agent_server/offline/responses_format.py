@@ -30,11 +30,13 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputRefusal,
     ResponseOutputText,
+    ResponseOutputTextAnnotationAddedEvent,
     ResponseReasoningItem,
     ResponseStreamEvent,
     ResponseTextDeltaEvent,
     ResponseTextDoneEvent,
 )
+from openai.types.responses.response_output_text import AnnotationURLCitation
 
 from agent_server.offline.replies import Answer, split_for_stream
 
@@ -96,9 +98,16 @@ def _output_item_events(
                 type="response.output_text.done", **part, text=text, logprobs=[], sequence_number=next(number)
             )
         )
+        events += [
+            ResponseOutputTextAnnotationAddedEvent(
+                type="response.output_text.annotation.added", **part, annotation_index=n,
+                annotation=annotation.to_dict(), sequence_number=next(number),
+            )
+            for n, annotation in enumerate(done_item.content[0].annotations)  # type: ignore[union-attr]
+        ]  # fmt: skip
         events.append(
             ResponseContentPartDoneEvent(
-                type="response.content_part.done", **part, part=output_text_part(text), sequence_number=next(number)
+                type="response.content_part.done", **part, part=done_item.content[0], sequence_number=next(number)
             )
         )
     elif isinstance(done_item, ResponseFunctionToolCall):
@@ -131,7 +140,7 @@ def output_items(said: Answer, done: bool) -> list[ResponseOutputItem]:
     if not said.tool_calls:
         if done and said.ends == "incomplete":  # the message the limit cut, as the API marks it
             status = "incomplete"
-        content: list[ResponseOutputText | ResponseOutputRefusal] = [output_text_part(said.text)] if done else []
+        content: list[ResponseOutputText | ResponseOutputRefusal] = [output_text_part(said.text, said)] if done else []
         message = ResponseOutputMessage(
             id=f"msg_{said.digest}", type="message", status=status, role="assistant", content=content
         )
@@ -157,8 +166,18 @@ def _reasoning_items(said: Answer, done: bool) -> list[ResponseOutputItem]:
     return [ResponseReasoningItem.model_validate({"id": f"rs_{said.digest}", "type": "reasoning", "summary": summary})]
 
 
-def output_text_part(text: str) -> ResponseOutputText:
-    return ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])
+def output_text_part(text: str, said: Answer | None = None) -> ResponseOutputText:
+    """A text part; the whole answer's (`said`) with the sources it cites, as url_citation annotations."""
+    return ResponseOutputText(type="output_text", text=text, annotations=url_citations(said), logprobs=[])
+
+
+def url_citations(said: Answer | None) -> list[Any]:
+    return [
+        AnnotationURLCitation(
+            type="url_citation", url=cite.url, title=cite.title, start_index=cite.start, end_index=cite.end
+        )
+        for cite in (said.citations if said else ())
+    ]
 
 
 def response_object(body: dict[str, Any], said: Answer, output: list[ResponseOutputItem] | None) -> Response:

@@ -125,6 +125,28 @@ def test_a_denied_call_never_runs_however_its_approval_comes_back(client, tool):
     assert runs() == []
 
 
+def test_a_denial_with_a_reason_tells_the_model_why_keeps_it_and_stays_final(client):
+    """Deny with a reason (the chat page's Deny, an `mcp_approval_response` with `reason`): the model is told the
+    reason with the denial, the conversation keeps it, and an approval sent after it still runs nothing. With memory
+    on, through /invocations and a /responses client; without, the history replayed."""
+    test_client, memory = client
+    chat = Replays(test_client, memory)
+    prompt = {"role": "user", "content": PROMPTS["local"]}
+    [request] = chat.send([prompt])
+    denial = {**answer(request, False), "reason": "Not this card, it is the company's"}
+    told = f"{approvals.DENIED} Reason: Not this card, it is the company's"
+    assert f"The tool returned: {told}" in reply_text(chat.send([denial] if memory else [prompt, request, denial]))
+    approval = [answer(request, True)] if memory else [prompt, request, answer(request, True)]
+    assert DENIED in reply_text(chat.send(approval)), "the first answer is final"
+    if memory:
+        assert chat.outputs(request["id"]) == [told], "kept, for the page to show again"
+        [asked] = chat.send([{"role": "user", "content": PROMPTS["local"] + " again"}])
+        body = {"input": [{**answer(asked, False), "reason": "no"}], "context": {"conversation_id": chat.id}}
+        output = test_client.post("/responses", json=body).json()["output"]
+        assert f"The tool returned: {approvals.DENIED} Reason: no" in reply_text(output), "a /responses client"
+    assert runs() == []
+
+
 @pytest.mark.parametrize("tool", ["mcp", "local"])
 def test_an_approved_call_runs_once_and_a_denial_sent_after_it_runs_nothing(client, tool):
     test_client, memory = client

@@ -7,6 +7,7 @@ Through the real app, SDK and offline model, on SQLite and PostgreSQL."""
 # ruff: noqa: F811  (test_memory.py's fixtures, imported below, are the tests' arguments)
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import sqlalchemy as sa
@@ -190,3 +191,75 @@ def branch_rows(client, conversation_id: str, owner: str = ADA) -> int:
         return await (await database.store()).run(lambda connection: connection.scalar(query))
 
     return client.portal.call(count)
+
+
+def test_edits_and_a_regenerate_make_branches_each_shown_switched_to_and_continued(client, model_log):
+    """Edit twice and regenerate once: three branches, and GET /conversations/{id} says where they fork along the
+    branch shown (`forks`). A turn continues the branch it names (`custom_inputs.branch`): the model sees that branch
+    only, it becomes the conversation again, and the conversation it leaves is kept as a branch in turn."""
+    chat = Conversation(client, stream=False)
+    chat.send("Hello")
+    for edit in ("Hi", "Hey"):
+        body = {"input": [{"role": "user", "content": edit}], "context": {"conversation_id": chat.id}}
+        post_turn(client, {**body, "custom_inputs": {"replace_history": True}}, stream=False)
+    regenerate = {"input": stored(client, chat.id).json()["items"][:1], "context": {"conversation_id": chat.id}}
+    post_turn(client, {**regenerate, "custom_inputs": {"replace_history": True}}, stream=True)
+    now = stored(client, chat.id).json()
+    assert [b["branch"] for b in now["branches"]] == [1, 2, 3]
+    assert now["forks"] == [
+        {"index": 0, "branches": [1, 2, None], "at": 2},  # Hello, Hi, Hey: the message edited twice
+        {"index": 1, "branches": [3, None], "at": 1},  # the answer to Hey, and its regenerate
+    ]
+    first = client.get(f"/conversations/{chat.id}?branch=1").json()
+    assert first["forks"] == [{"index": 0, "branches": [1, 2, None], "at": 0}]
+    assert [item["content"] for item in first["items"]][0] == "Hello"
+
+    model_log.clear()
+    body = {"input": [{"role": "user", "content": "Go on"}], "context": {"conversation_id": chat.id}}
+    items, _ = post_turn(client, {**body, "custom_inputs": {"branch": 1}}, stream=True)
+    assert counts(2, 1) in reply_text(items), "the model sees branch 1 and the new message only"
+    seen = json.dumps(model_log[-1]["body"])
+    assert "Hello" in seen and '"Hi"' not in seen and '"Hey"' not in seen
+    now = stored(client, chat.id).json()
+    assert [item.get("content") for item in now["items"] if item["role"] == "user"] == ["Hello", "Go on"]
+    assert [b["branch"] for b in now["branches"]] == [2, 3, 4], "branch 1 is the conversation; what it was, 4"
+    assert client.get(f"/conversations/{chat.id}?branch=4").json()["items"][0]["content"] == "Hey"
+    assert now["forks"][0] == {"index": 0, "branches": [2, 4, None], "at": 2}
+
+    # An edit in an earlier branch: that branch keeps what the edit replaces; the model sees the edited branch.
+    edit = {"input": [{"role": "user", "content": "Hi there"}], "context": {"conversation_id": chat.id}}
+    items, _ = post_turn(client, {**edit, "custom_inputs": {"branch": 2, "replace_history": True}}, stream=False)
+    assert counts(1, 0) in reply_text(items)
+    after = stored(client, chat.id).json()
+    assert [b["branch"] for b in after["branches"]] == [2, 3, 4, 5] and after["items"][0]["content"] == "Hi there"
+    # A /responses client says it the same way: branch 5, the conversation before that edit.
+    then = {"input": "And then?", "context": {"conversation_id": chat.id}, "custom_inputs": {"branch": 5}}
+    assert counts(3, 2) in reply_text(client.post("/responses", json=then).json()["output"])
+
+
+def test_a_turn_that_names_a_branch_that_is_not_there_or_no_number_is_refused(client):
+    chat = Conversation(client, stream=False)
+    chat.send("Hello")
+    context = {"context": {"conversation_id": chat.id}, "input": "Hi"}
+    assert client.post("/invocations", json={**context, "custom_inputs": {"branch": 7}}).status_code == 404
+    for bad in (0, -1, "1", True, 1.5):
+        answer = client.post("/invocations", json={**context, "custom_inputs": {"branch": bad}})
+        assert answer.status_code == 400 and answer.json()["error"]["param"] == "custom_inputs.branch", bad
+    unnamed = client.post("/invocations", json={"input": "Hi", "custom_inputs": {"branch": 1}})
+    assert unnamed.status_code == 400, unnamed.text
+    assert len(stored(client, chat.id).json()["items"]) == 2 and stored(client, chat.id).json()["forks"] == []
+
+
+def test_search_finds_what_a_continued_branch_brings_back(client):
+    """Set aside, a branch's words are not the conversation's; continued, they are again (search_schema.py)."""
+    chat = Conversation(client, stream=False)
+    chat.send("Hello")
+    chat.send("Zebra crossings")
+    kept = stored(client, chat.id).json()["items"][:2]
+    edit = {"input": [*kept, {"role": "user", "content": "Yak"}], "context": {"conversation_id": chat.id}}
+    post_turn(client, {**edit, "custom_inputs": {"replace_history": True}}, stream=False)
+    found = lambda: [c["id"] for c in client.get("/conversations", params={"q": "zebra"}).json()["conversations"]]  # noqa: E731
+    assert chat.id not in found()
+    back = {"input": "More", "context": {"conversation_id": chat.id}, "custom_inputs": {"branch": 1}}
+    post_turn(client, back, stream=False)
+    assert chat.id in found()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_server.history import HistoryError, render_history
+from agent_server.history import HistoryError, render_each, render_history
 
 USER = {"role": "user", "content": "What time is it?"}
 
@@ -156,6 +156,29 @@ def test_system_and_developer_messages_pass_through():
     assert render_history(history) == history
 
 
+def test_an_answers_citations_are_kept_beside_the_item_the_model_gets_never_in_it():
+    """Each text part's annotations, their positions moved to where the part stands in the joined text; a chat
+    message's (a url_citation in its own object) flattened; and what memory keeps (`kept()`) renders back the same."""
+    cite = {"type": "url_citation", "url": "https://example.com/a", "title": "A", "start_index": 0, "end_index": 2}
+    parts = [
+        {"type": "output_text", "text": "Hello", "annotations": []},
+        {"type": "output_text", "text": "[1] ok", "annotations": [cite, {"type": "file_citation", "index": 1}]},
+    ]
+    [entry] = render_each([{"type": "message", "role": "assistant", "content": parts, "id": "msg_1"}])
+    assert entry.item == {"role": "assistant", "content": "Hello\n[1] ok"}
+    moved = {**cite, "start_index": 6, "end_index": 8}
+    assert list(entry.annotations) == [moved, {"type": "file_citation", "index": 7}]
+    assert entry.item["content"][6:8] == "[1"
+    [again] = render_each([entry.kept()])
+    assert again.item == entry.item and again.annotations == entry.annotations
+    nested = {"type": "url_citation", "url_citation": {k: v for k, v in moved.items() if k != "type"}}
+    [chat] = render_each([{"role": "assistant", "content": entry.item["content"], "annotations": [nested]}])
+    assert list(chat.annotations) == [moved]
+    for bad in ("x", ["x"], [{"url": "https://example.com/a"}]):
+        with pytest.raises(HistoryError, match="annotations"):
+            render_each([{"role": "assistant", "content": [{"type": "output_text", "text": "a", "annotations": bad}]}])
+
+
 # --- errors and invariants -----------------------------------------------------------------------
 
 
@@ -172,6 +195,10 @@ def test_system_and_developer_messages_pass_through():
         ({"role": "tool", "content": "x"}, "needs a 'tool_call_id' string"),
         ({"role": ["user"], "content": "x"}, "role of type array is not supported"),
         ({"type": {"a": 1}}, "item type of type object is not supported"),
+        (
+            {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": False, "reason": 5},
+            "'reason' must be text, got number",
+        ),
         ({"role": "user", "content": [{"type": "input_image"}]}, "an image needs an 'image_url'"),
         ({"role": "user", "content": [{"type": "input_image", "image_url": 7}]}, "'image_url' must be a non-empty"),
         ({"role": "user", "content": [{"type": "input_image", "image_url": "u", "detail": "max"}]}, "'detail' must"),
