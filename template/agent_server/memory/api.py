@@ -82,8 +82,9 @@ async def read_conversation(conversation_id: str, request: Request) -> Response:
         stored = [_with_id(row) for row in rows]
         shown = waiting_shown(stored, llm.llm_settings().api)
         traces = [rows[entry.index].trace_id if 0 <= entry.index < len(rows) else None for entry in shown]
+        # An answer with its citations, and its mark if it ended early.
         items = [cut_short.shown(entry.kept(), stored[entry.index]) if entry.index < len(stored) else entry.kept()
-                 for entry in shown]  # fmt: skip  (an answer with its citations, and its mark if it ended early)
+                 for entry in shown]  # fmt: skip
         closed = closed_approvals(items, conversation_id)
         found: dict[str, Any] = {"id": conversation_id, "items": items, "trace_ids": traces, "closed_approvals": closed}
         models = [rows[entry.index].model if 0 <= entry.index < len(rows) else None for entry in shown]
