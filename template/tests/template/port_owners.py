@@ -50,14 +50,21 @@ def family(root: int) -> set[int]:
 
 
 def sockets_of(pids: set[int]) -> set[str]:
+    """The socket inodes these processes hold. A server opens and closes files all the time: an fd gone between the
+    listing and its read is skipped, never the process's others (that read the server's own port as another's)."""
     inodes = set()
     for pid in pids:
-        with_fds = Path(f"/proc/{pid}/fd")
         try:
-            links = [os.readlink(fd) for fd in with_fds.iterdir()]
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
         except OSError:
             continue
-        inodes |= {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
+        for fd in fds:
+            try:
+                link = os.readlink(fd)
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:[") : -1])
     return inodes
 
 
