@@ -33,6 +33,23 @@ def check_shown_text(text: str, param: str, lines: bool = False) -> None:
         raise BadRequest(f"{param!r} must not hold control characters ({which}).", param)
 
 
+def one_text_field(body: Any, name: str, limit: int, what: str = "") -> str:
+    """The text of a body that is a JSON object with the one field `name` (a new title, a link's shown name), its ends
+    stripped, at most `limit` characters and nothing that hides_text; BadRequest naming what is wrong. `what` says what
+    the text is for, after each message."""
+    why = f", {what}" if what else ""
+    if not isinstance(body, dict) or set(body) != {name}:
+        raise BadRequest(f'The body must be a JSON object with one field: {{"{name}": "..."}}{why}.')
+    text = body[name]
+    if not isinstance(text, str) or not text.strip():
+        raise BadRequest(f"{name!r} must be text, not empty{why}.", name)
+    text = text.strip()
+    if len(text) > limit:
+        raise BadRequest(f"{name!r} is {len(text)} characters; at most {limit}.", name)
+    check_shown_text(text, name)
+    return text
+
+
 async def small_json(request: Request, limit: int, what: str) -> Any:
     """The body as JSON: a body over `limit` bytes is a 413 before it is all read, one that is not JSON a 400, and
     one that takes longer than BODY_TIMEOUT_SECONDS to arrive, however it trickles, a 408 (as the turn routes')."""

@@ -42,7 +42,7 @@ from agent_server import llm
 from agent_server.errors import BadRequest, NotFound, Unavailable, quoted
 from agent_server.history import ApiMode, Rendered, approvals, render_with_sources
 from agent_server.identity import owner_of
-from agent_server.json_body import check_shown_text, small_json
+from agent_server.json_body import one_text_field, small_json
 from agent_server.memory import branches, cut_short, forks, search, statements, turn_transactions
 from agent_server.memory.conversation_models import shown_model
 from agent_server.memory.database import store
@@ -164,16 +164,7 @@ MAX_TITLE = 200  # schema.py's title column
 
 def checked_title(body: Any) -> str:
     """The new title of a PATCH body, its ends stripped; BadRequest naming what is wrong."""
-    if not isinstance(body, dict) or set(body) != {"title"}:
-        raise BadRequest('The body must be a JSON object with one field: {"title": "..."}.')
-    title = body["title"]
-    if not isinstance(title, str) or not title.strip():
-        raise BadRequest("'title' must be text, not empty.", "title")
-    title = title.strip()
-    if len(title) > MAX_TITLE:
-        raise BadRequest(f"'title' is {len(title)} characters; at most {MAX_TITLE}.", "title")
-    check_shown_text(title, "title")
-    return title
+    return one_text_field(body, "title", MAX_TITLE)
 
 
 @router.delete("/{conversation_id}")

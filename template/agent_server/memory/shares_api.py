@@ -26,8 +26,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from agent_server import config, llm
-from agent_server.errors import BadRequest, NotFound, quoted
-from agent_server.json_body import check_shown_text, small_json
+from agent_server.errors import NotFound, quoted
+from agent_server.json_body import one_text_field, small_json
 from agent_server.memory import shares
 from agent_server.memory.api import for_caller, waiting_shown
 from agent_server.memory.database import store
@@ -57,16 +57,8 @@ async def share(conversation_id: str, request: Request) -> Response:
 
 
 def checked_name(body: Any) -> str:
-    if not isinstance(body, dict) or set(body) != {"shown_name"}:
-        raise BadRequest('The body must be a JSON object with one field: {"shown_name": "..."}, the name viewers see.')
-    name = body["shown_name"]
-    if not isinstance(name, str) or not name.strip():
-        raise BadRequest("'shown_name' must be text, not empty: the name viewers of the link see.", "shown_name")
-    name = name.strip()
-    if len(name) > MAX_SHOWN_NAME:
-        raise BadRequest(f"'shown_name' is {len(name)} characters; at most {MAX_SHOWN_NAME}.", "shown_name")
-    check_shown_text(name, "shown_name")
-    return name
+    """The shown name of a new link's body, its ends stripped; BadRequest naming what is wrong."""
+    return one_text_field(body, "shown_name", MAX_SHOWN_NAME, "the name viewers of the link see")
 
 
 @router.get("/shares")
