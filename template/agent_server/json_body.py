@@ -39,7 +39,7 @@ def one_text_field(body: Any, name: str, limit: int, what: str = "") -> str:
     the text is for, after each message."""
     why = f", {what}" if what else ""
     if not isinstance(body, dict) or set(body) != {name}:
-        raise BadRequest(f'The body must be a JSON object with one field: {{"{name}": "..."}}{why}.')
+        raise BadRequest(f"The body must be a JSON object with one field: {json.dumps({name: '...'})}{why}.")
     text = body[name]
     if not isinstance(text, str) or not text.strip():
         raise BadRequest(f"{name!r} must be text, not empty{why}.", name)
