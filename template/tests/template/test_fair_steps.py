@@ -50,6 +50,14 @@ async def turn(owner: str | None, steps: int, log: list[str], *, starting: bool 
         await asyncio.sleep(0)
 
 
+@pytest.fixture
+def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quiet and waits measured in tenths of a second: on a busy machine the process can be paused for longer than
+    the app's 5 ms between two steps, and the lead would look quiet (waiting on I/O) when it is not."""
+    monkeypatch.setattr(fair_steps, "QUIET_SECONDS", 0.1)
+    monkeypatch.setattr(fair_steps, "MAX_WAIT_SECONDS", 0.5)
+
+
 def turn_task(owner: str, steps: int, log: list[str]) -> asyncio.Task[None]:
     return asyncio.create_task(turn(owner, steps, log))
 
@@ -60,7 +68,7 @@ def between_first_and_last(log: list[str], who: str, other: str) -> int:
     return log[first:last].count(other)
 
 
-def test_a_lighter_identitys_turn_runs_while_the_heavier_ones_wait(run):
+def test_a_lighter_identitys_turn_runs_while_the_heavier_ones_wait(run, unhurried):
     async def main() -> list[str]:
         fair_steps.install(LOADS.__getitem__)
         log: list[str] = []
@@ -76,7 +84,7 @@ def test_a_lighter_identitys_turn_runs_while_the_heavier_ones_wait(run):
     assert between_first_and_last(log, "light", "heavy") <= 2, log
 
 
-def test_a_flood_weighs_from_its_first_turns(run):
+def test_a_flood_weighs_from_its_first_turns(run, unhurried):
     async def main() -> list[str]:
         shares = Shares()  # the loads fair shares install (rate_limits.share_the_loop), on their own clock
         fair_steps.install(shares.load_of)
@@ -124,7 +132,7 @@ def test_steps_of_no_turn_and_of_a_starting_turn_never_wait(run):
     assert between_first_and_last(log, "light", "heavy") >= 15, log
 
 
-def test_a_heavier_turn_waits_before_it_takes_a_place_among_the_turns_starting(run):
+def test_a_heavier_turn_waits_before_it_takes_a_place_among_the_turns_starting(run, unhurried):
     async def start(log: list[str]) -> None:
         fair_steps.serve_as("heavy")
         place = await turn_starts.take_place()  # once it has a place, its steps never wait
@@ -169,7 +177,7 @@ def test_a_waiting_step_runs_after_max_wait_seconds(run, monkeypatch):
     assert log.count("heavy") == 4 and log[-1] == "light", "the heavy turn ended while the light one ran"
 
 
-def test_a_waiting_task_is_cancelled_where_it_stood(run):
+def test_a_waiting_task_is_cancelled_where_it_stood(run, unhurried):
     async def held(log: list[str], cancelled: list[bool]) -> None:
         try:
             await turn("heavy", 50, log)
