@@ -72,7 +72,7 @@ async def _lifespan(served_app: Any) -> AsyncIterator[None]:
 
 
 app = FastAPI(title="Agent Server", lifespan=_lifespan)
-app.router.routes.extend(turn_routes)
+app.router.routes[0:0] = turn_routes  # first: the routes that serve turns are tried before every other
 # The last added runs first.
 app.add_middleware(SignIn)  # with OIDC_ISSUER: who calls, checked, before anything reads it (sign_in/)
 app.add_middleware(BrowserGuard)

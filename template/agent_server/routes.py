@@ -146,12 +146,14 @@ async def _no_receive() -> Message:
 
 
 async def until_disconnect(serve: Callable[[Send], Awaitable[None]], receive: Receive, send: Send) -> None:
-    """Serve the request; if the client hangs up first, cancel it (its tools and model calls too).
+    """Serve the request in this task; if the client hangs up first, cancel it (its tools and model calls too).
 
     Only this function reads the client's messages once the body is in: a server also reports the end of a
     finished response as a disconnect, which stops nothing.
     """
     answered = False
+    this = asyncio.current_task()
+    assert this is not None
 
     async def answering(message: Message) -> None:
         nonlocal answered
@@ -163,16 +165,15 @@ async def until_disconnect(serve: Callable[[Send], Awaitable[None]], receive: Re
             pass
         if not answered:
             hung_up.set()
-            running.cancel()
+            this.cancel()  # as asyncio.timeout() cancels the task it runs in
 
     hung_up = asyncio.Event()
-    running = asyncio.ensure_future(serve(answering))
     watcher = asyncio.ensure_future(watch())
     try:
-        await running
+        await serve(answering)
     except asyncio.CancelledError:
-        if not hung_up.is_set():
-            raise  # cancelled from outside, not by the client's hang-up
+        if not hung_up.is_set() or this.uncancel() > 0:
+            raise  # cancelled from outside, not (only) by the client's hang-up
     finally:
         watcher.cancel()
 

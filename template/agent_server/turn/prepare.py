@@ -66,7 +66,10 @@ def _share_user_headers(headers: Mapping[str, str]) -> None:
     for this turn's task: llm.py reads the user's token there (LLM_ON_BEHALF_OF_USER), and so may the owner's code."""
     from mlflow.genai.agent_server.utils import set_request_headers
 
-    set_request_headers(dict(headers))
+    shared: dict[str, str] = {}
+    for name, value in headers.items():  # Headers: every one sent, in order
+        shared.setdefault(name, value)  # a name sent twice keeps its first value, as Headers[name] reads it
+    set_request_headers(shared)
 
 
 def _context(
