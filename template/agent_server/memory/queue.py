@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from agent_server.errors import Conflict
-from agent_server.memory import turn_transactions, waiters
+from agent_server.memory import database, turn_transactions, waiters
 from agent_server.memory.records import Busy, StoredItem, Unavailable
 from agent_server.memory.schema import turn_queue
 from agent_server.memory.settings import memory_settings
@@ -46,8 +46,6 @@ async def wait_turn(owner: str, conversation_id: str, lease: str) -> list[Stored
     """The conversation's stored items, once this turn, which found it busy, holds it with `lease`: after the turns
     that came before it. Conflict after MEMORY_TURN_QUEUE_SECONDS, Unavailable if the database fails; a turn
     cancelled as it waits (its client hung up: routes.py) leaves the queue."""
-    from agent_server.memory import database  # here: the store it opens imports this module
-
     limit = memory_settings().queue_seconds
     if limit <= 0:
         raise _busy(conversation_id, "is answering another request")
