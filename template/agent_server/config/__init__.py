@@ -202,7 +202,7 @@ class LogSettings:
 
 @dataclass(frozen=True)
 class MemoryVariables:
-    """Conversation memory's variables as they are set; memory/settings.py makes the database URL of them."""
+    """Conversation memory's variables as they are set; store/settings.py makes the database URL of them."""
 
     backend: MemoryBackend = setting("MEMORY_BACKEND", choice(MEMORY_BACKENDS), defaults.MEMORY_BACKEND, "the store")
     database_url: str = setting("MEMORY_DATABASE_URL", text, "", "a SQLite file, or a postgresql:// URL")
@@ -226,7 +226,7 @@ class MemoryVariables:
 
 
 @dataclass(frozen=True)
-class RunSettings:  # background runs and idempotent requests (agent_server/runs/), in memory's database
+class RunSettings:  # background runs and idempotent requests (agent_server/runs/), in the app's database
     max_age_hours: float = setting("RUNS_MAX_AGE_HOURS", number(), 24.0, "a run and its events are kept this long")
     max_event_bytes: int = setting("RUNS_MAX_EVENT_BYTES", number(integer=True), 8 * MIB, "one run's stream, stored")
     # Databricks Apps kills an app 15 s after SIGTERM: 10 leaves the time to hand runs over and send traces.

@@ -47,7 +47,7 @@ from agent_server.memory import branches, cut_short, forks, search, statements, 
 from agent_server.memory.conversation_models import shown_model
 from agent_server.memory.database import store
 from agent_server.memory.records import StoredItem
-from agent_server.memory.settings import enabled
+from agent_server.store.settings import enabled
 
 router = APIRouter(prefix="/conversations", include_in_schema=False)
 
@@ -159,7 +159,7 @@ async def rename_conversation(conversation_id: str, request: Request) -> Respons
     return await for_caller(request, answer)
 
 
-MAX_TITLE = 200  # schema.py's title column
+MAX_TITLE = 200  # store/schema.py's title column
 
 
 def checked_title(body: Any) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from agent_server.memory.schema import approval_answers, approval_keys
+from agent_server.store.schema import approval_answers, approval_keys
 
 KEY_NAME = "approvals"
 

@@ -26,8 +26,8 @@ import sqlalchemy as sa
 from agent_server.errors import BadRequest
 from agent_server.memory import statements
 from agent_server.memory.records import StoredItem
-from agent_server.memory.schema import branches, items
-from agent_server.memory.search_schema import words_of
+from agent_server.store.schema import branches, items
+from agent_server.store.search_schema import words_of
 
 COPIED = ["owner", "conversation_id", "seq", "starts_turn", "format", "item", "item_id", "trace_id"]
 
@@ -83,7 +83,7 @@ def restore(
     taken = size if keep is None else min(keep, size)
     query = sa.select(*(branches.c[name] for name in COPIED)).where(chosen).order_by(branches.c.seq).limit(taken)
     rows = [dict(row._mapping) for row in connection.execute(query)]
-    for row in rows:  # what search finds of it, indexed as any stored item is (search_schema.py)
+    for row in rows:  # what search finds of it, indexed as any stored item is (store/search_schema.py)
         row["words"] = words_of(json.loads(row["item"]))
     if rows:
         connection.execute(items.insert(), rows)

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from agent_server import config
 from agent_server.memory import statements
 from agent_server.memory.database import transact
-from agent_server.memory.schema import conversations
+from agent_server.store.schema import conversations
 
 
 async def stored_model(owner: str, conversation_id: str) -> str | None:

@@ -19,11 +19,12 @@ import sqlalchemy as sa
 from agent_server import config
 from agent_server.config import ConfigurationError
 from agent_server.history import approvals
-from agent_server.memory import approval_store, leases, schema
-from agent_server.memory.lakebase import LakebaseToken
-from agent_server.memory.schema import SchemaTooNew
-from agent_server.memory.settings import memory_settings
+from agent_server.memory import approval_store, leases
 from agent_server.memory.store import Store, Unavailable
+from agent_server.store import schema
+from agent_server.store.lakebase import LakebaseToken
+from agent_server.store.schema import SchemaTooNew
+from agent_server.store.settings import memory_settings
 
 T = TypeVar("T")
 

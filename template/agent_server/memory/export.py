@@ -26,8 +26,8 @@ from agent_server.history import approvals
 from agent_server.memory import branches, statements, turn_transactions
 from agent_server.memory.api import branch_asked, for_caller
 from agent_server.memory.database import store
-from agent_server.memory.schema import conversations
-from agent_server.memory.search_schema import TEXT_PARTS
+from agent_server.store.schema import conversations
+from agent_server.store.search_schema import TEXT_PARTS
 
 router = APIRouter(prefix="/conversations", include_in_schema=False)
 FORMATS = {"markdown": ("text/markdown; charset=utf-8", "md"), "json": ("application/json", "json")}

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 
 from agent_server.json_body import hides_text
 from agent_server.memory import statements
-from agent_server.memory.schema import memories
+from agent_server.store.schema import memories
 
 MAX_FACT_CHARS = 500
 MAX_QUERY_TERMS = 16

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from agent_server.memory.schema import conversations
+from agent_server.store.schema import conversations
 
 if TYPE_CHECKING:
     from agent_server.memory.store import Store

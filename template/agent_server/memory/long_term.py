@@ -28,8 +28,8 @@ from typing import Any
 from agents import Agent, RunContextWrapper, function_tool
 
 from agent_server.memory import database, facts
-from agent_server.memory.settings import memory_settings
 from agent_server.memory.store import Unavailable
+from agent_server.store.settings import memory_settings
 
 logger = logging.getLogger("agent_server.memory")
 
@@ -37,7 +37,7 @@ UNAVAILABLE = "Long-term memory is unavailable right now ({why}); nothing was {d
 
 
 def enabled() -> bool:
-    """LONG_TERM_MEMORY is on (memory/settings.py refuses it without a store, or without users on a shared host)."""
+    """LONG_TERM_MEMORY is on (store/settings.py refuses it without a store, or without users on a shared host)."""
     current = memory_settings()
     return current.backend != "none" and current.long_term
 

@@ -23,7 +23,7 @@ from agent_server.memory import facts
 from agent_server.memory.api import for_caller
 from agent_server.memory.database import store
 from agent_server.memory.long_term import enabled as long_term_enabled
-from agent_server.memory.settings import memory_settings
+from agent_server.store.settings import memory_settings
 
 router = APIRouter(prefix="/memories", include_in_schema=False)
 LISTED = 1000  # more than LONG_TERM_MEMORY_MAX_FACTS allows is never kept for long

@@ -2,7 +2,7 @@
 """Ordered turns: a turn of a conversation that is answering another request waits, and runs after the turns that
 came before it, with their answers in its history (as Databricks' DurableAgentServer orders a session's turns).
 
-A turn that finds its conversation busy (store.py's Busy) takes a ticket in `agent_turn_queue` (schema.py): its
+A turn that finds its conversation busy (store.py's Busy) takes a ticket in `agent_turn_queue` (store/schema.py): its
 owner, conversation, an increasing ticket, and the lease it will hold the conversation with. Then it tries again,
 after a pause that grows from FIRST_PAUSE to LAST_PAUSE, or at once when a turn of this process gives the
 conversation back (waiters.py). The lease goes only to a turn that no live waiter came before (statements.TAKE),
@@ -30,9 +30,9 @@ import sqlalchemy as sa
 from agent_server.errors import Conflict
 from agent_server.memory import database, turn_transactions, waiters
 from agent_server.memory.records import Busy, StoredItem, Unavailable
-from agent_server.memory.schema import turn_queue
-from agent_server.memory.settings import memory_settings
 from agent_server.scheduling import turn_starts
+from agent_server.store.schema import turn_queue
+from agent_server.store.settings import memory_settings
 
 if TYPE_CHECKING:
     from agent_server.memory.store import Store

@@ -29,8 +29,8 @@ from sqlalchemy.dialects import postgresql
 
 from agent_server.memory import database, leases
 from agent_server.memory.records import Unavailable
-from agent_server.memory.schema import rate_limits, turns_running
-from agent_server.memory.settings import memory_settings
+from agent_server.store.schema import rate_limits, turns_running
+from agent_server.store.settings import memory_settings
 
 logger = logging.getLogger("agent_server.memory")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_server.errors import Unavailable
-from agent_server.memory.schema import ITEM_FORMAT
+from agent_server.store.schema import ITEM_FORMAT
 
 __all__ = ["Busy", "StoredItem", "Unavailable"]  # Unavailable: the app's one type for a store that cannot answer
 

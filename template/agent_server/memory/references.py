@@ -24,9 +24,9 @@ import sqlalchemy as sa
 from agent_server.errors import BadRequest, quoted
 from agent_server.identity import owner_of
 from agent_server.memory.database import store
-from agent_server.memory.schema import branches, conversations
-from agent_server.memory.schema import items as items_table
 from agent_server.memory.turns import conversation_id_of
+from agent_server.store.schema import branches, conversations
+from agent_server.store.schema import items as items_table
 
 REFERENCE = "item_reference"
 SEND_WHOLE = "send the item itself (the AI SDK: providerOptions.openai.store false)"

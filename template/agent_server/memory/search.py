@@ -3,7 +3,7 @@
 word of a query (the last word as a prefix too, so a search box can search as the user types), newest first, each
 with a short snippet of its first matching message. GET /conversations?q= (api.py) answers with it.
 
-The index (search_schema.py) is SQLite's FTS5 or PostgreSQL's text search, kept by the database on every write.
+The index (store/search_schema.py) is SQLite's FTS5 or PostgreSQL's text search, kept by the database on every write.
 A query is never read as query syntax: it is split into words as long-term memory splits its queries
 (facts.query_terms: letters and digits, at most 16 words, however long the text), each a quoted FTS5 string or a
 quoted lexeme of a PostgreSQL tsquery. Quotes, operators, NUL or ten kilobytes are words or nothing.
@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent_server.memory.facts import query_terms
-from agent_server.memory.schema import conversations, items
+from agent_server.store.schema import conversations, items
 
 FOUND = 50  # at most, a search's conversations
 SNIPPET_BEFORE, SNIPPET_AFTER = 40, 100  # characters of the message around its first match

@@ -1,7 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Share links: a read-only snapshot of a conversation, as it was when its owner shared it (shares_api.py).
 
-`agent_shares` (share_schema.py) holds each link with its snapshot: the conversation's title and stored items,
+`agent_shares` (store/share_schema.py) holds each link with its snapshot: the conversation's title and stored items,
 copied at share time, so later turns are not in it. A link's token is never stored (its SHA-256 is), logged, or
 shown again after it is made. Deleting the conversation, or DELETE /me, deletes its links; revoking one deletes it.
 """
@@ -20,9 +20,9 @@ import sqlalchemy as sa
 
 from agent_server.memory import statements, turn_transactions
 from agent_server.memory.records import StoredItem
-from agent_server.memory.schema import conversations, items
-from agent_server.memory.search_schema import words_of
-from agent_server.memory.share_schema import shares
+from agent_server.store.schema import conversations, items
+from agent_server.store.search_schema import words_of
+from agent_server.store.share_schema import shares
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from agent_server.memory.api import for_caller, waiting_shown
 from agent_server.memory.database import store
 
 router = APIRouter(include_in_schema=False)
-MAX_SHOWN_NAME = 80  # share_schema.py's column
+MAX_SHOWN_NAME = 80  # store/share_schema.py's column
 NOT_SHARED = "Nothing is shared at this link."
 
 

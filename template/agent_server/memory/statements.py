@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from agent_server.memory.schema import conversations, items, turn_queue
+from agent_server.store.schema import conversations, items, turn_queue
 
 
 def named(owner: str, conversation_id: str) -> dict[str, str]:

@@ -1,7 +1,7 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """Where conversations are kept: SQLite or PostgreSQL, through SQLAlchemy (one schema, one query code).
 
-The tables and their forward-only migrations are in schema.py; `open` brings a database up to date.
+The tables and their forward-only migrations are in store/schema.py; `open` brings a database up to date.
 
 Two requests in one conversation never interleave: a turn first takes the conversation's lease
 (a conditional UPDATE, which holds across app instances on one database), and the second gets
@@ -24,9 +24,10 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent_server.errors import NotFound
-from agent_server.memory import branches, engines, shares, statements, turn_transactions, waiters
+from agent_server.memory import branches, shares, statements, turn_transactions, waiters
 from agent_server.memory.records import Busy, Conversation, StoredItem, Unavailable
-from agent_server.memory.schema import SchemaTooNew, conversations, items, migrate
+from agent_server.store import engines
+from agent_server.store.schema import SchemaTooNew, conversations, items, migrate
 
 T = TypeVar("T")
 __all__ = ["Busy", "Conversation", "Store", "StoredItem", "Unavailable"]  # what the app imports from here

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 
 from agent_server.memory import branches, statements
 from agent_server.memory.records import Busy, StoredItem
-from agent_server.memory.schema import conversations, items
-from agent_server.memory.search_schema import words_of
+from agent_server.store.schema import conversations, items
+from agent_server.store.search_schema import words_of
 
 
 def start_turn(

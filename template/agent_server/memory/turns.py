@@ -46,10 +46,10 @@ from agent_server.json_body import hides_text
 from agent_server.memory import branches, database, leases, queue, statements
 from agent_server.memory.cut_short import marked
 from agent_server.memory.merge import Merge, comparable, made_by_client, merge
-from agent_server.memory.schema import items as items_table
-from agent_server.memory.settings import enabled, memory_settings
 from agent_server.memory.store import Busy, StoredItem, Unavailable
 from agent_server.scheduling.offload import INLINE_ITEMS, cpu_work
+from agent_server.store.schema import items as items_table
+from agent_server.store.settings import enabled, memory_settings
 
 logger = logging.getLogger("agent_server.memory")
 

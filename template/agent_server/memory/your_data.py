@@ -38,10 +38,10 @@ from starlette.concurrency import run_in_threadpool
 from agent_server.identity import owner_of
 from agent_server.memory import branches, facts, shares, turn_transactions
 from agent_server.memory.database import store
-from agent_server.memory.schema import approval_answers, conversations, items, run_events, runs, turn_queue
-from agent_server.memory.settings import enabled
 from agent_server.memory.store import Store, StoredItem, Unavailable
 from agent_server.observability import your_traces
+from agent_server.store.schema import approval_answers, conversations, items, run_events, runs, turn_queue
+from agent_server.store.settings import enabled
 
 logger = logging.getLogger("agent_server.memory")
 router = APIRouter(prefix="/me", include_in_schema=False)

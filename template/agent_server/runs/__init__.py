@@ -8,7 +8,7 @@ The face the rest of the app uses. The package, one job a module:
 - live.py: a running run's numbered events, in memory for its followers and written to the database in batches;
 - events.py: the stream's first and last events and the response object, in the Responses API's names;
 - recovery.py: heartbeats, claiming a dead process's runs, shutdown's hand-over, retention;
-- store.py: the runs' transactions, in conversation memory's database (tables: memory/schema.py).
+- store.py: the runs' transactions, in the app's database (tables: agent_server/store/schema.py).
 """
 
 from __future__ import annotations

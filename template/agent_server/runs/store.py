@@ -1,6 +1,6 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
-"""Background runs in conversation memory's database: each function here is one transaction (memory/store.py's
-`Store.run`), on SQLite and on PostgreSQL alike. The tables are in memory/schema.py."""
+"""Background runs in the app's database (agent_server/store/): each function here is one transaction (memory/store.py's
+`Store.run`), on SQLite and on PostgreSQL alike. The tables are in agent_server/store/schema.py."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent_server import config
-from agent_server.memory import conversations_table as conversations
-from agent_server.memory import run_events_table as run_events
-from agent_server.memory import runs_table as runs
+from agent_server.store.schema import conversations, run_events, runs
 
 ACTIVE = ("queued", "in_progress")
 FINAL = ("completed", "failed", "cancelled", "incomplete")

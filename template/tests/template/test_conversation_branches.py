@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from support import Conversation, post_turn, reply_text
 
 from agent_server.memory import database
-from agent_server.memory.schema import conversations
+from agent_server.store.schema import conversations
 
 from .test_memory import ADA, BOB, backend, client, counts, stored  # noqa: F401  (memory's SQLite and PostgreSQL)
 
@@ -183,7 +183,7 @@ def test_deleting_the_conversation_me_or_by_age_removes_its_branches(client):
 
 def branch_rows(client, conversation_id: str, owner: str = ADA) -> int:
     """The branch rows the database holds for the conversation, counted in the database itself."""
-    from agent_server.memory.schema import branches
+    from agent_server.store.schema import branches
 
     query = sa.select(sa.func.count()).where(branches.c.owner == owner, branches.c.conversation_id == conversation_id)
 

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from support import Conversation
 
 from agent_server import memory
-from agent_server.memory import search_schema
-from agent_server.memory.schema import items
+from agent_server.store import search_schema
+from agent_server.store.schema import items
 
 from .test_long_term_memory import as_user, in_database
 from .test_long_term_memory_search import HOSTILE

@@ -251,7 +251,7 @@ def test_long_term_memory_needs_a_store_and_a_user_per_caller(app_settings):
 
 
 def test_a_database_of_schema_5_gets_long_term_memory(remembering, api_mode, model_log):
-    """Migration 6 (memory/schema.py) adds the facts' table and its search index to a database as release 5 left
+    """Migration 6 (store/schema.py) adds the facts' table and its search index to a database as release 5 left
     it, with its conversations."""
     from agent_server.app import app
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import sqlite3
@@ -21,8 +22,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from support import Conversation, reply_text
 
 from agent_server import memory
-from agent_server.memory.schema import ITEM_FORMAT, SchemaTooNew
 from agent_server.memory.store import Store
+from agent_server.store.schema import ITEM_FORMAT, SchemaTooNew
 
 from .test_memory import ADA, backend, counts, stored  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 
@@ -84,7 +85,7 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
 def test_a_database_of_schema_2_gets_each_answers_trace_column_and_its_conversations_go_on(
     backend, api_mode, model_log
 ):
-    """Schema 3 keeps each answer's trace (memory/schema.py): a database as release 2 left it, with a conversation
+    """Schema 3 keeps each answer's trace (store/schema.py): a database as release 2 left it, with a conversation
     in it, is migrated at start-up; the old answer has no trace, the new one has."""
     old_id = f"old-{uuid.uuid4()}"
 
@@ -186,3 +187,15 @@ def test_the_conversations_file_is_the_apps_users_alone(api_mode, model_log, app
         Conversation(local, stream=False).send("Hello")
         for suffix in ("", "-wal", "-shm"):
             assert os.stat(f"{database}{suffix}").st_mode & 0o777 == 0o600, suffix
+
+
+def test_the_modules_that_moved_to_store_are_still_importable_from_memory_for_a_release():
+    """agent_server/store/ holds the database since this release; agent_server.memory.<name> is the same module."""
+    import agent_server.memory.schema
+
+    from agent_server import store
+    from agent_server.memory import settings
+
+    assert agent_server.memory.schema is store.schema and settings is store.settings
+    for name in store.MOVED_FROM_MEMORY:
+        assert importlib.import_module(f"agent_server.memory.{name}") is getattr(store, name)

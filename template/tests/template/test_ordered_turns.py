@@ -21,8 +21,8 @@ from agents import Agent, function_tool
 from support import ServerThread, post_turn, reply_text
 
 from agent_server import llm, memory
-from agent_server.memory.schema import turn_queue
 from agent_server.memory.store import Busy, Store, StoredItem
+from agent_server.store.schema import turn_queue
 
 from .test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 

@@ -14,7 +14,7 @@ from support import START_APP, app_env, free_port
 
 from agent_server import config, identity
 from agent_server.errors import Unauthenticated
-from agent_server.memory.settings import MemorySettings
+from agent_server.store.settings import MemorySettings
 
 ON = {"OIDC_ISSUER": "https://login.example.com/tenant/", "OIDC_CLIENT_ID": "agent", "OIDC_CLIENT_SECRET": "s3cret"}
 

@@ -24,7 +24,7 @@ from .test_memory import backend  # noqa: F401  (the same SQLite and PostgreSQL 
 
 def rows_of(owner: str) -> dict[str, int]:
     """How many rows of `owner` each table holds, counted in the database itself."""
-    from agent_server.memory.schema import approval_answers, conversations, items, memories, runs, turn_queue
+    from agent_server.store.schema import approval_answers, conversations, items, memories, runs, turn_queue
 
     def count(connection: sa.Connection) -> dict[str, int]:
         tables = {"conversations": conversations, "items": items, "runs": runs, "memories": memories}
@@ -78,7 +78,7 @@ def test_delete_me_leaves_nothing_of_the_caller_and_touches_no_one_else(client, 
         client.post("/invocations", json={"input": [{"role": "user", "content": "Hi"}]},
                     headers={**as_user(user), "Idempotency-Key": f"k-{uuid.uuid4()}"})  # fmt: skip
     from agent_server.memory import approval_store
-    from agent_server.memory.schema import turn_queue
+    from agent_server.store.schema import turn_queue
 
     for user in (ada, bob):  # an approval answer, as the request guard keeps it; a waiting turn's place
         in_database(functools.partial(approval_store.keep_first_answers, user, {f"mcpr_{uuid.uuid4().hex}": True}))

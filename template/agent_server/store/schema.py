@@ -30,8 +30,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agent_server.memory.search_schema import add_search
-from agent_server.memory.share_schema import add_shares
+from agent_server.store.search_schema import add_search
+from agent_server.store.share_schema import add_shares
 
 ITEM_FORMAT = 1  # an item as history.render_each renders it, in JSON; read back through the render again
 
