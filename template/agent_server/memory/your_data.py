@@ -130,13 +130,14 @@ def _conversation(owner: str, conversation_id: str, connection: sa.Connection) -
 
 
 def _shown(stored: list[StoredItem]) -> dict[str, list[Any]]:
-    """Items as the export shows them, with each answer's trace beside it."""
+    """Items as the export shows them, with each answer's trace beside it, and its model (LLM_MODELS; else None)."""
     shown = [{**each.item, "id": each.item_id} if each.item_id else each.item for each in stored]
-    return {"items": shown, "trace_ids": [each.trace_id for each in stored]}
+    return {"items": shown, "trace_ids": [each.trace_id for each in stored], "models": [each.model for each in stored]}
 
 
 def _listed(owner: str, connection: sa.Connection) -> tuple[list[Any], list[str]]:
-    columns = [conversations.c.id, conversations.c.title, conversations.c.created_at, conversations.c.updated_at]
+    columns = [conversations.c.id, conversations.c.title, conversations.c.created_at, conversations.c.updated_at,
+               conversations.c.model]  # fmt: skip
     oldest_first = (conversations.c.created_at, conversations.c.id)
     found = connection.execute(sa.select(*columns).where(conversations.c.owner == owner).order_by(*oldest_first))
     run_ids = connection.scalars(sa.select(runs.c.id).where(runs.c.owner == owner).order_by(runs.c.created_at))

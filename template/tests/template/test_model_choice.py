@@ -92,6 +92,8 @@ def test_a_responses_conversation_keeps_its_model_and_another_gets_the_default(h
     assert shown["model"] == "offline"  # the page's picker shows it on reopen; and each answer's model beside it
     assert [model for model in shown["models"] if model] == ["big", "big", "offline"]
     assert len(shown["models"]) == len(shown["items"])
+    exported = next(c for c in http.get("/me/export").json()["conversations"] if c["id"] == session)
+    assert exported["model"] == "offline" and exported["models"] == shown["models"], "the user's own data says so too"
 
 
 @pytest.mark.parametrize("stream", [False, True])
