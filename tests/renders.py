@@ -94,9 +94,13 @@ def rendered_defaults(app: Path) -> dict[str, Any]:
 
 def assert_all_passed(result: subprocess.CompletedProcess) -> None:
     """A pytest run inside a render passed every test: none failed, errored, was skipped or xfailed."""
-    summary = result.stdout.strip().splitlines()[-1]
-    assert re.search(r"\d+ passed", summary), summary
-    assert not re.search(r"failed|skipped|xfail|error", summary), summary
+    lines = result.stdout.strip().splitlines()
+    summary = lines[-1]
+    # With the summary, what failed and why (pytest's -ra lines, or the end of the output): the run is gone after.
+    said = [line for line in lines if line.startswith(("FAILED", "ERROR", "SKIPPED", "XFAIL", "E "))][:40]
+    why = "\n".join([*(said or lines[-60:]), summary, result.stderr[-2000:]])
+    assert re.search(r"\d+ passed", summary), why
+    assert not re.search(r"failed|skipped|xfail|error", summary), why
 
 
 def passed(test: str, output: str) -> bool:
