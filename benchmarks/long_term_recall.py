@@ -41,9 +41,9 @@ import sqlalchemy as sa  # noqa: E402
 from agent_server import config  # noqa: E402
 from agent_server.app import app  # noqa: E402
 from agent_server.memory import database, facts, long_term  # noqa: E402
+from agent_server.memory.store import Store  # noqa: E402
 from agent_server.store.schema import memories  # noqa: E402
 from agent_server.store.settings import MemorySettings  # noqa: E402
-from agent_server.memory.store import Store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Long-term memory's recall (benchmarks/long_term_recall.py)"
