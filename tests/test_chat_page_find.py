@@ -157,6 +157,13 @@ def test_a_share_link_is_made_viewed_read_only_continued_and_revoked(sharing_app
     expect(bob.page.locator("#ask")).to_be_visible()
     bob.ask("And then?")
     expect(bob.replies.nth(1)).to_contain_text("I saw 2 user, 1 assistant and 0 tool turns. You said: And then?")
+    bob.page.goto(link)  # the shared view again: its "New chat" leaves it for an empty chat of bob's own
+    expect(banner).to_be_visible()
+    bob.page.get_by_role("button", name="New chat", exact=True).click()
+    expect(bob.page).to_have_url(f"{sharing_app}/")
+    expect(bob.page.locator(".shared-banner")).to_have_count(0)
+    expect(bob.page.locator(".turn")).to_have_count(0)
+    expect(bob.page.locator("#ask")).to_be_visible()
 
     sidebar(ada.page, viewport)
     shared = ada.page.locator("#share-list li")
