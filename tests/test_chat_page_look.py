@@ -51,6 +51,7 @@ def test_small_things_send_looks_disabled_a_comment_is_in_view_code_in_a_table_k
     chat.ask("Steps:\n\n| step | command |\n|---|---|\n| third | `uv run start-app --port 8000` |\n\n" + "More. " * 90)
     expect(page.locator("#model-row")).to_have_count(1)
     expect(page.locator("#model-row")).to_be_hidden()  # one model (no LLM_MODELS): no picker
+    expect(page.locator(".answered-by")).to_have_count(0)  # and no answer says which model wrote it
     code = chat.replies.nth(0).locator("td code")
     assert code.evaluate("c => getComputedStyle(c).overflowWrap") == "normal", "a phone table scrolls instead"
     chat.replies.nth(0).get_by_role("button", name="Good answer").click()

@@ -43,11 +43,13 @@ def test_pick_a_model_in_a_new_chat_send_reload_and_reopen(two_models_app, brows
     assert chat.sent[-1]["custom_inputs"]["model"] == "big"
     chat.ask("And again")
     expect(chat.replies.nth(1)).to_contain_text("Offline model, as big: I saw 2 user")
+    expect(page.locator(".answered-by")).to_have_text(["Answered by Big model"] * 2)  # each answer says which
     big_address = page.url
 
     page.reload()  # the conversation's address reopens it, on its model
     expect(chat.replies.nth(1)).to_contain_text("as big")
     expect(picker).to_have_value("big")
+    expect(page.locator(".answered-by")).to_have_text(["Answered by Big model"] * 2)
     page.set_viewport_size(DESKTOP)  # the conversation list beside the chat, not in a drawer
     expect(chat.conversations).to_have_count(2)
     chat.conversations.filter(has_text="Hello on the default").click()  # reopened: its own model
@@ -55,6 +57,7 @@ def test_pick_a_model_in_a_new_chat_send_reload_and_reopen(two_models_app, brows
     expect(picker).to_have_value("offline")
     chat.ask("Still the default?")
     expect(chat.replies.nth(1)).to_contain_text("Offline model: I saw 2 user")
+    expect(page.locator(".answered-by")).to_have_text(["Answered by Everyday"] * 2)
     page.goto(big_address)
     expect(picker).to_have_value("big")
     assert not chat.errors
