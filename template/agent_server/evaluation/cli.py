@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         path = args.output if args.output != RESULTS_PATH else from_feedback.DEFAULT_PATH
         return from_feedback.write_cases(path, args.since_days, os.environ.get("MLFLOW_EXPERIMENT_ID") or "0")
     evaluation_set = case_files.load(*(args.cases or [case_files.DEFAULT_PATH]))
-    args.models = models_to_play(args.models, settings)
+    args.models = models_to_play(args.models, listed_models(args, settings) if args.models else [])
     judge = args.judge or settings.evaluation.judge_model or None
     if args.simulate and not judge:
         raise config.ConfigurationError("--simulate needs a judge model to play the user: --judge or EVAL_JUDGE_MODEL")
@@ -107,9 +107,24 @@ def run(args: argparse.Namespace) -> int:
     return 0 if evaluated.passed else 1
 
 
-def models_to_play(asked: list[str] | None, settings: config.Settings) -> list[str]:
+def listed_models(args: argparse.Namespace, settings: config.Settings) -> list[str]:
+    """The models the app under test offers: with --url, the running app's own list (GET /models), which may not be
+    this project's settings; in process, the settings' (LLM_MODEL, LLM_MODELS)."""
+    if args.url is None:
+        return list(settings.models.names)
+    import httpx
+
+    headers = dict(_header(text) for text in args.header)
+    try:
+        response = httpx.get(args.url.rstrip("/") + "/models", headers=headers, timeout=30)
+        response.raise_for_status()
+        return [str(entry["id"]) for entry in response.json()["data"]]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
+        raise ConnectionError(f"The app at {args.url} did not list its models (GET /models): {error}") from None
+
+
+def models_to_play(asked: list[str] | None, listed: list[str]) -> list[str]:
     """The listed models `--model` names (`all`: every one, in the owner's order); ConfigurationError for another."""
-    listed = settings.models.names
     if not asked:
         return []
     if "all" in asked:

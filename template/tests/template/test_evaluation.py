@@ -210,12 +210,14 @@ def test_a_turn_can_open_a_new_conversation_of_the_same_user(tmp_path, app_setti
 
 @pytest.mark.waits
 def test_evaluate_against_a_running_app(tmp_path, capsys):
+    """On each model the running app offers (its GET /models: this process's settings list one)."""
     env = app_env(LLM_PROVIDER="offline", HOME=str(tmp_path), MLFLOW_TRACKING_URI=f"file:{tmp_path / 'app-mlruns'}",
-                  **TRACED, **AS_ANSWERED)  # fmt: skip
+                  LLM_MODELS="offline,big=Big model", **TRACED, **AS_ANSWERED)  # fmt: skip
     with (app := StartedApp(env)) as url:
-        status, results = evaluate(tmp_path, "--cases", str(STARTER_SET), "--url", url)
+        status, results = evaluate(tmp_path, "--cases", str(STARTER_SET), "--url", url, "--model", "all")
     assert status == 0, results["failures"]
-    assert STARTER_PASSED in capsys.readouterr().out
+    assert f"PASSED: {2 * len(STARTER)} cases, 0 failed" in capsys.readouterr().out
+    assert [case["model"] for case in results["cases"]] == ["offline"] * len(STARTER) + ["big"] * len(STARTER)
     # The app's stop sent the traces it still held: one for each request it answered.
     answered = app.output.count('"POST /invocations HTTP/1.1" 200')
     traces = [folder for folder in (tmp_path / "app-mlruns").glob("*/traces/*") if folder.is_dir()]
