@@ -29,7 +29,7 @@ from agent_server.memory.records import StoredItem
 from agent_server.store.schema import branches, items
 from agent_server.store.search_schema import words_of
 
-COPIED = ["owner", "conversation_id", "seq", "starts_turn", "format", "item", "item_id", "trace_id"]
+COPIED = ["owner", "conversation_id", "seq", "starts_turn", "format", "item", "item_id", "trace_id", "model"]
 
 
 def of(owner: str, conversation_id: str) -> sa.ColumnElement[bool]:
@@ -120,11 +120,11 @@ def listed(connection: sa.Connection, owner: str, conversation_id: str) -> list[
 
 def read(connection: sa.Connection, owner: str, conversation_id: str, branch: int) -> list[StoredItem]:
     """A branch's items, in order (none: no such branch)."""
-    columns = (branches.c.item, branches.c.item_id, branches.c.format, branches.c.trace_id)
+    columns = (branches.c.item, branches.c.item_id, branches.c.format, branches.c.trace_id, branches.c.model)
     query = sa.select(*columns).where(of(owner, conversation_id), branches.c.branch == branch).order_by(branches.c.seq)
     return [
-        StoredItem(json.loads(item), item_id, format, trace)
-        for item, item_id, format, trace in connection.execute(query)
+        StoredItem(json.loads(item), item_id, format, trace, model)
+        for item, item_id, format, trace, model in connection.execute(query)
     ]
 
 

@@ -233,6 +233,7 @@ branches = sa.Table(
     sa.Column("item_id", sa.Text),
     sa.Column("trace_id", sa.String(64)),
     time_column("set_aside_at"),  # when a turn replaced it
+    sa.Column("model", sa.String(200)),  # an answer's, with LLM_MODELS: the model that made it (schema 12)
 )
 
 
@@ -241,8 +242,16 @@ def _version_8(connection: sa.Connection) -> None:
 
 
 def _version_9(connection: sa.Connection) -> None:
-    # Version 1 creates both tables as this module declares them, so a new database has the columns already.
-    for table in (conversations, items):
+    _add_model_column(connection, conversations, items)
+
+
+def _version_12(connection: sa.Connection) -> None:
+    _add_model_column(connection, branches)
+
+
+def _add_model_column(connection: sa.Connection, *tables: sa.Table) -> None:
+    # An earlier version creates each table as this module declares it, so a new database has the column already.
+    for table in tables:
         if "model" not in {column["name"] for column in sa.inspect(connection).get_columns(table.name)}:
             connection.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN model VARCHAR(200)"))
 
@@ -255,6 +264,7 @@ MIGRATIONS[8] = _version_8  # earlier branches of conversations: no turn is dele
 MIGRATIONS[9] = _version_9  # a model per conversation (LLM_MODELS)
 MIGRATIONS[10] = add_search  # conversation search (search_schema.py)
 MIGRATIONS[11] = add_shares  # share links (share_schema.py)
+MIGRATIONS[12] = _version_12  # an earlier branch keeps the model of each of its answers
 SCHEMA_VERSION = max(MIGRATIONS)  # this release's: its newest migration's
 
 

@@ -155,6 +155,39 @@ def test_a_database_of_schema_7_gets_the_branches_table_and_its_conversations_br
         assert read["items"][0]["content"] == "Hi" and [b["items"] for b in read["branches"]] == [2]
 
 
+def test_a_database_of_schema_11_gets_the_branches_model_column_and_its_branches_still_open(
+    backend, api_mode, model_log
+):
+    """Schema 12 keeps the model of each answer in an earlier branch: a database as schema 11 left it, with a branch
+    in it, is migrated at start-up; that branch still opens (its answers' model unknown), and a new one is kept."""
+    from agent_server.app import app
+
+    with TestClient(app, headers={"x-test-user": ADA}) as client:
+        chat = Conversation(client, stream=False)
+        chat.send("Hello")
+        body = {"input": "Hi", "context": {"conversation_id": chat.id}, "custom_inputs": {"replace_history": True}}
+        assert client.post("/invocations", json=body).status_code == 200
+
+    def as_schema_11_left_it(connection: sa.Connection) -> None:
+        connection.execute(sa.text("ALTER TABLE agent_conversation_branches DROP COLUMN model"))
+        connection.execute(sa.text("UPDATE agent_memory_schema SET version = 11"))
+
+    async def downgrade() -> None:
+        store = Store(memory.memory_settings().url)
+        try:
+            await store.open()
+            await store.run(as_schema_11_left_it, write=True)
+        finally:
+            await store.close()
+
+    asyncio.run(downgrade())
+    with TestClient(app, headers={"x-test-user": ADA}) as client:
+        assert client.get(f"/conversations/{chat.id}", params={"branch": 1}).json()["items"][0]["content"] == "Hello"
+        body = {"input": "Hey", "context": {"conversation_id": chat.id}, "custom_inputs": {"replace_history": True}}
+        assert client.post("/invocations", json=body).status_code == 200
+        assert [b["items"] for b in stored(client, chat.id).json()["branches"]] == [2, 2]
+
+
 def test_a_database_written_by_a_newer_release_is_refused(tmp_path):
     async def newer_then_open() -> str:
         url = sa.URL.create("sqlite+pysqlite", database=str(tmp_path / "newer.db"))

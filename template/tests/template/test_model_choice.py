@@ -205,3 +205,21 @@ def test_the_default_is_llm_model_listed_first_if_the_list_does_not_name_it_else
     # As a deploy gives them (databricks.yml): LLM_MODEL from a resource, LLM_MODELS the others.
     current = config.reload({"LLM_PROVIDER": "offline", "LLM_MODELS": "big", "LLM_MODEL": "endpoint"})
     assert (current.llm.model, current.models.names) == ("endpoint", ("endpoint", "big"))
+
+
+def test_an_earlier_branch_keeps_the_model_of_each_answer_and_gives_it_back(http):
+    first = responses_turn(http, "Hello", False, model="big")
+    session = first["custom_outputs"]["session_id"]
+    responses_turn(http, "Again", False, model="big", context={"conversation_id": session})
+    # Back to the first answer, then on the default: the two big answers become branch 1, each with its model.
+    went_back = [{"type": "item_reference", "id": first["output"][-1]["id"]}, {"role": "user", "content": "Other"}]
+    responses_turn(http, "", False, input=went_back, model="offline", context={"conversation_id": session})
+    earlier = http.get(f"/conversations/{session}", params={"branch": 1}).json()
+    assert [model for model in earlier["models"] if model] == ["big", "big"], earlier["models"]
+    exported = next(c for c in http.get("/me/export").json()["conversations"] if c["id"] == session)
+    assert [model for model in exported["branches"][0]["models"] if model] == ["big", "big"]
+    # Continued, branch 1 is the conversation again, its answers still marked as big's.
+    body = {"input": [{"role": "user", "content": "On it"}], "context": {"conversation_id": session},
+            "custom_inputs": {"branch": 1, "model": "big"}}  # fmt: skip
+    assert http.post("/invocations", json=body).status_code == 200
+    assert [model for model in http.get(f"/conversations/{session}").json()["models"] if model] == ["big"] * 3
