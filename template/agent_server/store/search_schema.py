@@ -89,7 +89,7 @@ def words_of(item: dict[str, Any]) -> str | None:
 
 
 def add_search(connection: sa.Connection) -> None:
-    """Schema 9: the items' `words` (schema.items declares it, so a new database has it already), their index, and
+    """Schema 10: the items' `words` (schema.items declares it, so a new database has it already), their index, and
     the words of the items stored before."""
     if "words" not in {column["name"] for column in sa.inspect(connection).get_columns("agent_conversation_items")}:
         connection.execute(sa.text("ALTER TABLE agent_conversation_items ADD COLUMN words TEXT"))
