@@ -174,6 +174,9 @@ async def until_disconnect(serve: Callable[[Send], Awaitable[None]], receive: Re
     except asyncio.CancelledError:
         if not hung_up.is_set() or this.uncancel() > 0:
             raise  # cancelled from outside, not (only) by the client's hang-up
+    else:
+        if hung_up.is_set():  # the turn took the hang-up's cancel and ended anyway: the task is not being cancelled
+            this.uncancel()
     finally:
         watcher.cancel()
 

@@ -15,6 +15,7 @@ import json
 import socket
 import threading
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -269,9 +270,11 @@ def test_headers_that_trickle_in_are_a_408_and_the_connection_closed(tmp_path):
 def test_a_client_that_hangs_up_stops_its_request(monkeypatch, api_mode, model_log):
     """A non-streaming request whose client left runs no further tool or model call."""
     ran: list[str] = []
+    started = threading.Event()
 
     async def slow_tool() -> str:
         ran.append("started")
+        started.set()
         await asyncio.sleep(1)
         ran.append("finished")
         return "late"
@@ -282,8 +285,44 @@ def test_a_client_that_hangs_up_stops_its_request(monkeypatch, api_mode, model_l
     from agent_server.app import app
 
     with ServerThread(app) as url:
-        with pytest.raises(httpx.ReadTimeout):
-            httpx.post(f"{url}/invocations", json={"input": "What time is it?"}, timeout=0.5)
+        body = json.dumps({"input": "What time is it?"}).encode()
+        head = "POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        with socket.create_connection(url.removeprefix("http://").split(":")) as sock:
+            sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            assert started.wait(30), "the turn reached its tool"  # however long a busy machine takes to get there
+        # The client has left while the tool runs.
         threading.Event().wait(1.5)  # past the tool's second, had it not been cancelled
     assert ran == ["started"], "the tool was cancelled when the client left"
     assert len(model_log) == 1, "no model call after the client left"
+
+
+def test_a_hang_up_cancels_the_turn_in_its_own_task_and_leaves_the_task_uncancelled():
+    """routes.until_disconnect serves the turn in the request's task and cancels that task on a hang-up: whether the
+    turn stops there or takes the cancel and ends anyway, what runs after it in that task is not cancelled."""
+    from agent_server.routes import until_disconnect
+
+    async def hung_up() -> dict[str, str]:
+        await asyncio.sleep(0.01)
+        return {"type": "http.disconnect"}
+
+    async def sent(message: dict[str, object]) -> None:
+        pass
+
+    async def stops(send: object) -> None:
+        await asyncio.sleep(10)
+
+    async def ends_anyway(send: object) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(10)
+
+    async def request(serve: Any) -> int:
+        await until_disconnect(serve, hung_up, sent)
+        await asyncio.sleep(0)  # the request's task goes on, as the middlewares after the route do
+        task = asyncio.current_task()
+        assert task is not None
+        return task.cancelling()
+
+    async def main() -> list[int]:
+        return [await asyncio.wait_for(asyncio.ensure_future(request(serve)), 5) for serve in (stops, ends_anyway)]
+
+    assert asyncio.run(main()) == [0, 0]
