@@ -14,6 +14,7 @@ import os
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -81,6 +82,20 @@ def test_rows_of_an_earlier_release_still_continue(backend, api_mode, model_log)
         assert counts(2, 1, 1) in reply_text(chat.send("And now?"))
 
 
+def left_as(earlier_release: Callable[[sa.Connection], None]) -> None:
+    """The test's database at this release's schema, then set back as `earlier_release` changes it."""
+
+    async def downgrade() -> None:
+        store = Store(memory.memory_settings().url)
+        try:
+            await store.open()
+            await store.run(earlier_release, write=True)
+        finally:
+            await store.close()
+
+    asyncio.run(downgrade())
+
+
 @pytest.mark.usefixtures("traced")
 def test_a_database_of_schema_2_gets_each_answers_trace_column_and_its_conversations_go_on(
     backend, api_mode, model_log
@@ -107,15 +122,7 @@ def test_a_database_of_schema_2_gets_each_answers_trace_column_and_its_conversat
                 {"o": ADA, "i": old_id, "seq": seq, "starts": seq == 0, "item": json.dumps(item)},
             )
 
-    async def downgrade() -> None:
-        store = Store(memory.memory_settings().url)
-        try:
-            await store.open()  # this release's schema, then back to release 2's
-            await store.run(as_release_2_left_it, write=True)
-        finally:
-            await store.close()
-
-    asyncio.run(downgrade())
+    left_as(as_release_2_left_it)
     from agent_server.app import app
 
     with TestClient(app, headers={"x-test-user": ADA}) as client:
@@ -139,15 +146,7 @@ def test_a_database_of_schema_7_gets_the_branches_table_and_its_conversations_br
         connection.execute(sa.text("DROP TABLE agent_conversation_branches"))
         connection.execute(sa.text("UPDATE agent_memory_schema SET version = 7"))
 
-    async def downgrade() -> None:
-        store = Store(memory.memory_settings().url)
-        try:
-            await store.open()
-            await store.run(as_release_7_left_it, write=True)
-        finally:
-            await store.close()
-
-    asyncio.run(downgrade())
+    left_as(as_release_7_left_it)
     with TestClient(app, headers={"x-test-user": ADA}) as client:
         body = {"input": "Hi", "context": {"conversation_id": chat.id}, "custom_inputs": {"replace_history": True}}
         assert client.post("/invocations", json=body).status_code == 200
@@ -172,15 +171,7 @@ def test_a_database_of_schema_11_gets_the_branches_model_column_and_its_branches
         connection.execute(sa.text("ALTER TABLE agent_conversation_branches DROP COLUMN model"))
         connection.execute(sa.text("UPDATE agent_memory_schema SET version = 11"))
 
-    async def downgrade() -> None:
-        store = Store(memory.memory_settings().url)
-        try:
-            await store.open()
-            await store.run(as_schema_11_left_it, write=True)
-        finally:
-            await store.close()
-
-    asyncio.run(downgrade())
+    left_as(as_schema_11_left_it)
     with TestClient(app, headers={"x-test-user": ADA}) as client:
         assert client.get(f"/conversations/{chat.id}", params={"branch": 1}).json()["items"][0]["content"] == "Hello"
         body = {"input": "Hey", "context": {"conversation_id": chat.id}, "custom_inputs": {"replace_history": True}}
