@@ -63,8 +63,9 @@ def test_a_shared_snapshot_is_read_only_continued_apart_and_gone_when_revoked_or
                                ("POST", f"/conversations/{token}/shares", {"shown_name": "x"})]:  # fmt: skip
         answer = client.request(method, path, headers=as_user(bob), json=body)
         assert answer.status_code in (404, 405), (method, path, answer.text)
+    named = token.lstrip("-_")  # as a conversation id, which starts with a letter or digit (a token may not)
     items, outputs = post_turn(client, {"input": [{"role": "user", "content": "Hi"}],
-                                        "context": {"conversation_id": token}}, False, as_user(bob))  # fmt: skip
+                                        "context": {"conversation_id": named}}, False, as_user(bob))  # fmt: skip
     assert "I saw 1 user, 0 assistant" in reply_text(items), "the token names no conversation of the owner's"
     assert len(client.get(f"/conversations/{chat.id}", headers=as_user(ada)).json()["items"]) == 8
 
