@@ -19,7 +19,7 @@ from support import reply_text
 
 from agent_server import llm, memory
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
-from agent_server.runs import recovery
+from agent_server.runs import execute, recovery
 
 from .test_memory import ADA, backend, counts  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
 from .test_runs import client, crashed_after_its_tool, ended, slow, until  # noqa: F401
@@ -135,6 +135,9 @@ def test_a_run_resumed_after_a_crash_appends_its_turn_after_the_ones_before(clie
 def died_before_its_end(app: TestClient, run_id: str) -> None:
     """The run's process died after its turn was stored, before the run's end was: its last event (response.completed)
     and its status are not stored, and no process holds it; the next heartbeat claims it."""
+    # GET /responses/{id} answers from the live run, which says completed before its last events and status are
+    # written: wait until they are (the run has left this process's live runs), or the wrong event is undone.
+    until(lambda: run_id not in execute.RUNNING, "the run's end to be stored")
     runs, events = memory.runs_table, memory.run_events_table
 
     def undone(connection: sa.Connection) -> None:
