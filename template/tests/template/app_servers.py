@@ -46,8 +46,11 @@ class ServerThread:
         return f"http://127.0.0.1:{port}"
 
     def __exit__(self, *exc: object) -> None:
+        # Until the app's shutdown has ended: the next test's app, in this process, opens the same module-level store
+        # that this one's shutdown closes (a busy machine took over 10 s, and the next app found its store gone).
         self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.thread.join(timeout=120)
+        assert exc[0] is not None or not self.thread.is_alive(), "the server did not stop within 120 s"
 
 
 @contextlib.contextmanager
