@@ -1,12 +1,11 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own code in agent_server/agent.py.
 """The process's connections to the declared MCP servers (mcp_servers.py): connected once, kept apart when
-they fail, and the tools the user approved run through them. Their settings (MCP_*) are in config/.
-
-Connections open when the app starts and close when it stops. A server that cannot be reached or refuses the
-credentials is left out of requests (a warning in the log, and on the request's trace) until a retry connects
-it (MCP_RETRY_SECONDS); one whose session breaks gets a new session at once, in the background. A tool call
-that fails, or times out (MCP_TIMEOUT_SECONDS), is an error output the model reads, never a failed request,
-and it leaves the server in: one user's slow call switches nothing off for the others.
+they fail, and the tools the user approved run through them. Their settings (MCP_*) are in config/; their HTTP
+client is mcp_http.py's. Connections open when the app starts and close when it stops. A server that cannot be
+reached or refuses the credentials is left out of requests (a warning in the log, and on the request's trace)
+until a retry connects it (MCP_RETRY_SECONDS); one whose session breaks gets a new session at once, in the
+background. A tool call that fails, or times out (MCP_TIMEOUT_SECONDS), is an error output the model reads,
+never a failed request, and it leaves the server in: one user's slow call switches nothing off for the others.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from mlflow.entities import SpanType
 from agent_server import config, llm
 from agent_server.history.tool_outputs import ToolOutput, mcp_content_parts, tool_output_shape, tool_output_text
 from agent_server.mcp_servers import McpServerSpec
+from agent_server.tools import mcp_http
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +88,7 @@ class McpConnections:
             else:
                 headers["Authorization"] = f"Bearer {user_token}"
         params: dict[str, Any] = {"url": url, "headers": headers, "timeout": self.settings.timeout}
+        params["httpx_client_factory"] = mcp_http.client  # the SDK's client, with the process's one TLS context
         if auth is not None:
             params["auth"] = auth
         server_ref: list[MCPServer] = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 
 import app_fork_server
@@ -16,7 +17,7 @@ from fastapi.testclient import TestClient
 from support import START_APP, Chat, ServerThread, app_env, free_port, mcp_tool_server, reply_text
 
 from agent_server import mcp_servers
-from agent_server.tools import mcp_connections
+from agent_server.tools import mcp_connections, mcp_http
 
 from .test_mcp_servers import no_approval_ran_yet, tool_output  # noqa: F401  (no_approval_ran_yet: autouse, as there)
 
@@ -44,6 +45,38 @@ def test_databricks_managed_servers_get_the_apps_token(monkeypatch):
         assert asyncio.run(call()) == "Sunny in Oslo"
     mcp_requests = [headers for headers in managed.seen if headers["path"] == MANAGED_PATH]
     assert mcp_requests and all(headers.get("authorization") == "Bearer dapi-test-token" for headers in mcp_requests)
+
+
+def test_every_mcp_connection_shares_the_processs_one_tls_context(monkeypatch):
+    """httpx2 builds a TLS context per client, loading the CA bundle (about 20 ms of CPU); a server called as the
+    user is connected again on every turn, so the app's connections share one context (tools/mcp_http.py)."""
+    loads: list[object] = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counted(context: ssl.SSLContext, *args: object, **kwargs: object) -> None:
+        loads.append(context)
+        load(context, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    mcp_http.tls_context.cache_clear()  # built afresh, here, where its loads are counted
+    tools = mcp_tool_server()
+    with ServerThread(tools.app) as url:
+        spec = mcp_servers.server(f"{url}/mcp", "tools")
+
+        async def three_connections() -> list[str]:
+            answers = []
+            for _ in range(3):
+                connections = mcp_connections.McpConnections([spec])
+                await connections.start()
+                try:
+                    [server] = connections.active()
+                    answers.append((await server.call_tool("lookup_weather", {"city": "Oslo"})).content[0].text)
+                finally:
+                    await connections.stop()
+            return answers
+
+        assert asyncio.run(three_connections()) == ["Sunny in Oslo"] * 3
+    assert len(loads) == 1, "one CA bundle load for the three connections"
 
 
 @pytest.mark.parametrize("token_set", [True, False], ids=["token", "no-token"])
