@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import loopback
 import port_owners
 
 
@@ -311,7 +312,7 @@ def wait_until_answering(
     while time.monotonic() < deadline:
         assert process.poll() is None, f"{process.args} exited ({process.returncode}):\n{read_output()}"
         try:
-            httpx.get(url, timeout=2)
+            loopback.get(url, timeout=2)
             if port_owners.someone_elses(httpx.URL(url).port or 80, process.pid):  # not the server we started
                 raise PortTaken(f"{url} is answered by another process than {process.args}")
             return

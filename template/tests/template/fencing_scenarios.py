@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import loopback
 from support import sse_events
 
 # Runs beat every 2 s and are held for 6 s: a process is taken only when stopped, not when a loaded machine keeps its
@@ -40,22 +41,22 @@ def lost_line(run_id: str) -> str:
 def held_run(url: str, tools: str, conversation: str) -> str:
     """A turn of `conversation` on `url`, then a background run whose held_lookup call is running: its id."""
     named = {"context": {"conversation_id": conversation}}
-    assert httpx.post(f"{url}/responses", json={"input": "Hello", **named}, timeout=60).status_code == 200
-    answer = httpx.post(f"{url}/responses", json={**HELD, **named}, timeout=60)
+    assert loopback.post(f"{url}/responses", json={"input": "Hello", **named}, timeout=60).status_code == 200
+    answer = loopback.post(f"{url}/responses", json={**HELD, **named}, timeout=60)
     assert answer.status_code == 200, answer.text
-    until(lambda: httpx.get(f"{tools}/calls", timeout=30).json() == ["held_lookup"], "the tool call")
+    until(lambda: loopback.get(f"{tools}/calls", timeout=30).json() == ["held_lookup"], "the tool call")
     return answer.json()["id"]
 
 
 def status(url: str, run_id: str) -> dict[str, Any]:
-    answer = httpx.get(f"{url}/responses/{run_id}", timeout=60)
+    answer = loopback.get(f"{url}/responses/{run_id}", timeout=60)
     return {"http": answer.status_code, **answer.json()}
 
 
 def follow(url: str, run_id: str, chunks: list[str]) -> None:
     """Follow the run's stream from its start, however long it waits, adding each chunk to `chunks` as it comes."""
     timeout = httpx.Timeout(60, read=None)
-    with httpx.stream("GET", f"{url}/responses/{run_id}", params={"stream": "true"}, timeout=timeout) as answer:
+    with loopback.stream("GET", f"{url}/responses/{run_id}", params={"stream": "true"}, timeout=timeout) as answer:
         for chunk in answer.iter_text():
             chunks.append(chunk)
 
@@ -90,15 +91,15 @@ def assert_stalled_process_writes_nothing(
     until(lambda: followed, "the follower's first events")
     ended = stop_until_taken(stalled_pid, other, run_id)
     assert ended["status"] == "completed" and ended["http"] == 200, ended
-    stream = httpx.get(f"{other}/responses/{run_id}", params={"stream": "true"}, timeout=60).text
-    kept = httpx.get(f"{other}/conversations/{conversation}", timeout=60).json()["items"]
-    httpx.get(f"{tools}/release", timeout=30)  # the stalled process's call answers: its output waits for it
+    stream = loopback.get(f"{other}/responses/{run_id}", params={"stream": "true"}, timeout=60).text
+    kept = loopback.get(f"{other}/conversations/{conversation}", timeout=60).json()["items"]
+    loopback.get(f"{tools}/release", timeout=30)  # the stalled process's call answers: its output waits for it
     os.kill(stalled_pid, signal.SIGCONT)
     until(lambda: lost_line(run_id) in log() or status(other, run_id) != ended, "the stalled process to stop")
     for url in (other, stalled):
         now = status(url, run_id)
         assert now == ended, f"{url} answers {now['http']} {now['status']} ({now.get('error')}), not as it ended"
-    again = httpx.get(f"{stalled}/responses/{run_id}", params={"stream": "true"}, timeout=60).text
+    again = loopback.get(f"{stalled}/responses/{run_id}", params={"stream": "true"}, timeout=60).text
     assert again == stream, "no event was written after the claim"
     events = sse_events(stream)
     assert [event["sequence_number"] for event in events] == list(range(len(events)))
@@ -108,10 +109,10 @@ def assert_stalled_process_writes_nothing(
     assert "interrupted" in output, f"the running call, answered as interrupted: {output}\n{log()[-4000:]}"
     follower.join(60)
     assert "".join(followed) == stream, "the follower on the stalled process got the stream the new holder wrote"
-    assert httpx.get(f"{other}/conversations/{conversation}", timeout=60).json()["items"] == kept, "its turn too"
+    assert loopback.get(f"{other}/conversations/{conversation}", timeout=60).json()["items"] == kept, "its turn too"
     assert [item.get("type", "message") for item in kept] == [
         "message", "message", "message", "function_call", "function_call_output", "message"], kept  # fmt: skip
-    assert httpx.get(f"{tools}/calls", timeout=30).json() == ["held_lookup"], "the tool ran once"
+    assert loopback.get(f"{tools}/calls", timeout=30).json() == ["held_lookup"], "the tool ran once"
 
 
 def assert_deleted_run_leaves_nothing(
@@ -120,18 +121,18 @@ def assert_deleted_run_leaves_nothing(
     """DELETE /me, sent to `deleting`, while a run on `running` is in its tool: the run's routes are 404 at once
     on both; once the tool answers, the run's process stops it, and no event, run or turn of it is written."""
     run_id = held_run(running, tools, conversation)
-    owner = httpx.get(f"{running}/me/export", timeout=60).json()["owner"]
-    deleted = httpx.delete(f"{deleting}/me", timeout=60)
+    owner = loopback.get(f"{running}/me/export", timeout=60).json()["owner"]
+    deleted = loopback.delete(f"{deleting}/me", timeout=60)
     assert deleted.status_code == 200 and deleted.json()["deleted"]["runs"] >= 1, deleted.text
     for url in (running, deleting):
-        assert httpx.get(f"{url}/responses/{run_id}", timeout=60).status_code == 404, "at once"
-        followed = httpx.get(f"{url}/responses/{run_id}", params={"stream": "true"}, timeout=60)
+        assert loopback.get(f"{url}/responses/{run_id}", timeout=60).status_code == 404, "at once"
+        followed = loopback.get(f"{url}/responses/{run_id}", params={"stream": "true"}, timeout=60)
         assert followed.status_code == 404
-        assert httpx.get(f"{url}/conversations/{conversation}", timeout=60).status_code == 404
-    httpx.get(f"{tools}/release", timeout=30)  # the tool answers: the run would go on, and write its answer
+        assert loopback.get(f"{url}/conversations/{conversation}", timeout=60).status_code == 404
+    loopback.get(f"{tools}/release", timeout=30)  # the tool answers: the run would go on, and write its answer
     until(lambda: lost_line(run_id) in log(), "the run's process to stop it")
     assert count_rows("agent_run_events", run_id) == 0, "no event written after the delete"
     assert count_rows("agent_runs", owner) == 0
     assert count_rows("agent_conversation_items", owner) == 0 and count_rows("agent_conversations", owner) == 0
-    export = httpx.get(f"{deleting}/me/export", timeout=60).json()
+    export = loopback.get(f"{deleting}/me/export", timeout=60).json()
     assert export["conversations"] == [] and export["runs"] == [], export

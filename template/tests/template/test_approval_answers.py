@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import loopback
 import pytest
 import sqlalchemy as sa
 from agents import function_tool
@@ -222,10 +223,10 @@ def test_an_approval_asked_before_a_restart_runs_once_after_it_with_no_setting(t
     env.pop("MCP_APPROVAL_SECRET", None)
     DELETED.clear()
     conversation = {"conversation_id": f"restart-{uuid.uuid4().hex}"}
-    with StartedApp(env) as url, httpx.Client(base_url=url, timeout=60) as before:
+    with StartedApp(env) as url, loopback.Client(base_url=url, timeout=60) as before:
         asking = {"input": [{"role": "user", "content": PROMPTS["mcp"]}], "context": conversation}
         [request] = post_turn(before, asking, False)[0]
-    with StartedApp(env) as url, httpx.Client(base_url=url, timeout=60) as after:
+    with StartedApp(env) as url, loopback.Client(base_url=url, timeout=60) as after:
         kept = after.get(f"/conversations/{conversation['conversation_id']}").json()
         assert kept["items"][-1]["call_id"] == request["id"] and kept["closed_approvals"] == {}
         approved = {"input": [answer(request, True)], "context": conversation}

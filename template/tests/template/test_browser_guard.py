@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import httpx
+import loopback
 import pytest
 from fastapi.testclient import TestClient
 from support import ServerProcess, app_env, free_port
@@ -111,7 +111,7 @@ def test_plain_uvicorn_on_all_interfaces_checks_the_host_too(allowed):
     env = app_env(LLM_PROVIDER="offline", **({"ALLOWED_HOSTS": allowed} if allowed else {}))
     args = [UVICORN, "agent_server.app:app", "--host", "0.0.0.0", "--port", str(port)]
     with ServerProcess(args, env, f"http://127.0.0.1:{port}/health", cwd=APP, preloaded=True) as server:
-        with httpx.Client(base_url=server.url, timeout=60) as client:
+        with loopback.Client(base_url=server.url, timeout=60) as client:
             rebound = client.post("/invocations", json=HELLO, headers={"host": "evil.example"})
             local = client.post("/invocations", json=HELLO, headers={"host": f"localhost:{port}"})
     if allowed:

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-import httpx
+import loopback
 import pytest
 from agents import Agent, ModelSettings, function_tool
 from fastapi.testclient import TestClient
@@ -264,7 +264,7 @@ def test_headers_that_trickle_in_are_a_408_and_the_connection_closed(tmp_path):
         assert answered.startswith(b"HTTP/1.1 408"), answered[:200]
         assert b"did not arrive within 2 s" in answered
         assert closed_after < 3.5, closed_after
-        assert httpx.get(f"{url}/health").status_code == 200, "a client that sends its head in time is served"
+        assert loopback.get(f"{url}/health").status_code == 200, "a client that sends its head in time is served"
 
 
 def test_a_client_that_hangs_up_stops_its_request(monkeypatch, api_mode, model_log):

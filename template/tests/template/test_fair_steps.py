@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import httpx
+import loopback
 import pytest
 import uvloop
 from conftest import AppSettings
@@ -222,16 +222,16 @@ def test_with_fair_shares_on_the_app_serves_every_kind_of_turn_at_once(served_fa
 
     def streamed() -> None:
         body = {"input": "Hello", "stream": True}
-        response = httpx.post(f"{served_fairly}/invocations", json=body, headers=ada, timeout=60)
+        response = loopback.post(f"{served_fairly}/invocations", json=body, headers=ada, timeout=60)
         done = [e["item"] for e in sse_events(response.text) if e.get("type") == "response.output_item.done"]
         answers["streamed"] = reply_text(done)
 
     def answered() -> None:
-        response = httpx.post(f"{served_fairly}/invocations", json={"input": "Hello"}, headers=bob, timeout=60)
+        response = loopback.post(f"{served_fairly}/invocations", json={"input": "Hello"}, headers=bob, timeout=60)
         answers["answered"] = reply_text(response.json()["output"])
 
     def background() -> None:
-        with httpx.Client(base_url=served_fairly, headers=ada, timeout=60) as client:
+        with loopback.Client(base_url=served_fairly, headers=ada, timeout=60) as client:
             run_id = client.post("/responses", json={"input": "Hello", "background": True}).json()["id"]
             replay = client.get(f"/responses/{run_id}", params={"stream": "true", "starting_after": "-1"}).text
         done = [e["item"] for e in sse_events(replay) if e.get("type") == "response.output_item.done"]

@@ -11,6 +11,7 @@ import threading
 import time
 
 import httpx
+import loopback
 import pytest
 from support import Conversation, ServerThread, StartedApp, app_env, mcp_tool_server, reply_text
 
@@ -36,7 +37,7 @@ def test_a_turn_whose_process_was_killed_does_not_hold_its_conversation(tmp_path
         servers = json.dumps([{"name": "tools", "url": f"{tools}/mcp"}])
         env = app_env(LLM_PROVIDER="offline", MEMORY_DATABASE_URL=database, MCP_SERVERS=servers)
         killed = StartedApp(env)
-        with killed as url, httpx.Client(base_url=url, timeout=60) as client:
+        with killed as url, loopback.Client(base_url=url, timeout=60) as client:
             chat = Conversation(client, stream=True)
             chat.send("Hello")
             body = {"input": [{"role": "user", "content": "Please run slow_lookup"}], "stream": True}
@@ -51,7 +52,7 @@ def test_a_turn_whose_process_was_killed_does_not_hold_its_conversation(tmp_path
             time.sleep(0.5)  # inside slow_lookup's 3 s
             killed.process.kill()
             mid_turn.join(timeout=30)
-        with StartedApp(env) as url, httpx.Client(base_url=url, timeout=60) as client:
+        with StartedApp(env) as url, loopback.Client(base_url=url, timeout=60) as client:
             chat.client = client
             assert lease_of(database, chat.id) is None, "freed at start-up"
             chat.history = chat.history[:2]  # what the client kept: the killed turn got no answer
@@ -61,7 +62,7 @@ def test_a_turn_whose_process_was_killed_does_not_hold_its_conversation(tmp_path
 
 def _post_until_cut(url: str, body: dict) -> None:
     try:
-        httpx.post(f"{url}/invocations", json=body, timeout=60)
+        loopback.post(f"{url}/invocations", json=body, timeout=60)
     except httpx.HTTPError:
         pass  # the server died under it, as intended
 

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 
-import httpx
+import loopback
 import pytest
 from agents import Agent, ModelSettings, function_tool
 from fastapi.testclient import TestClient
@@ -94,7 +94,7 @@ def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(ba
         return "late"
 
     slow = Agent(name="slow", instructions="x", model=llm.model(), tools=[function_tool(slow_tool, name_override="f")])
-    with ServerThread(app) as url, httpx.Client(base_url=url, headers={"x-test-user": ADA}, timeout=60) as client:
+    with ServerThread(app) as url, loopback.Client(base_url=url, headers={"x-test-user": ADA}, timeout=60) as client:
         chat = Conversation(client, stream=True)
         chat.send("One")
         body = {"input": [{"role": "user", "content": "Use f"}], "context": {"conversation_id": chat.id}}

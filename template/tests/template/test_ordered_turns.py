@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
+import loopback
 import pytest
 import sqlalchemy as sa
 from agents import Agent, function_tool
@@ -72,7 +72,7 @@ def send(url: str, conversation_id: str, text: str, stream: bool = False, timeou
     """One turn, from a client of its own (a tab, a device): the reply's text. As Ada, where the app reads
     `x-test-user` (test_memory.py's `backend`); an app that reads no identity header has one owner, `local`."""
     body = {"input": [{"role": "user", "content": text}], "context": {"conversation_id": conversation_id}}
-    with httpx.Client(base_url=url, headers={"x-test-user": ADA}, timeout=timeout) as client:
+    with loopback.Client(base_url=url, headers={"x-test-user": ADA}, timeout=timeout) as client:
         return reply_text(post_turn(client, body, stream)[0])
 
 
@@ -118,7 +118,7 @@ def waiting(conversation_id: str) -> int:
 
 
 def kept(url: str, conversation_id: str) -> list[dict[str, Any]]:
-    with httpx.Client(base_url=url, headers={"x-test-user": ADA}) as client:
+    with loopback.Client(base_url=url, headers={"x-test-user": ADA}) as client:
         return client.get(f"/conversations/{conversation_id}").json()["items"]
 
 
@@ -158,7 +158,7 @@ def test_a_turn_that_waits_past_MEMORY_TURN_QUEUE_SECONDS_gets_a_409_that_says_w
     assert slow.started.wait(30), "the first turn never reached its tool"
     body = {"input": [{"role": "user", "content": "Meanwhile"}], "context": {"conversation_id": conversation}}
     started = time.monotonic()
-    refused = httpx.post(f"{served}/invocations", json=body, headers={"x-test-user": ADA}, timeout=60)
+    refused = loopback.post(f"{served}/invocations", json=body, headers={"x-test-user": ADA}, timeout=60)
     waited = time.monotonic() - started
     assert refused.status_code == 409, refused.text
     message = refused.json()["error"]["message"]

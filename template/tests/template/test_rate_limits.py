@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 import httpx
+import loopback
 import pytest
 import sqlalchemy as sa
 import sqlalchemy.ext.asyncio as sa_async
@@ -38,7 +39,7 @@ def served(app_settings: AppSettings, api_mode: str, tmp_path) -> Iterator[str]:
 
 
 def turn(url: str, who: dict[str, str], **body: object) -> httpx.Response:
-    return httpx.post(f"{url}/invocations", json={"input": "Hello", **body}, headers=who, timeout=60)
+    return loopback.post(f"{url}/invocations", json={"input": "Hello", **body}, headers=who, timeout=60)
 
 
 def test_an_identity_over_its_turns_a_minute_gets_a_429_and_others_do_not(served, app_settings):
@@ -97,7 +98,7 @@ def test_with_memory_off_a_turn_whose_identity_cannot_be_read_is_refused_not_unc
     }
     with ServerThread(app) as url:
         for headers, status, says in unreadable.values():
-            answers = [httpx.post(f"{url}/invocations", json={"input": "Hello"}, headers=headers) for _ in range(4)]
+            answers = [loopback.post(f"{url}/invocations", json={"input": "Hello"}, headers=headers) for _ in range(4)]
             assert [answer.status_code for answer in answers] == [status] * 4, answers[-1].text
             assert says in answers[-1].json()["error"]["message"] and "RATE_LIMIT" in answers[-1].text
         assert turn(url, someone()).status_code == 200, "a turn that names its user is served"

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import loopback
 import pytest
 from support import TOOL_CALLS, ServerThread, StartedApp, app_env, mcp_tool_server, reply_text, sse_events
 
@@ -100,8 +101,8 @@ def resumed_stream(url: str, run_id: str) -> tuple[list[dict[str, Any]], int]:
     while True:
         cursor = events[-1]["sequence_number"] if events else -1
         try:
-            with httpx.stream("GET", f"{url}/responses/{run_id}", params={"stream": "true", "starting_after": cursor},
-                              timeout=30) as response:  # fmt: skip
+            following = {"stream": "true", "starting_after": cursor}
+            with loopback.stream("GET", f"{url}/responses/{run_id}", params=following, timeout=30) as response:
                 for line in response.iter_lines():
                     if line == "data: [DONE]":
                         return events, reconnections
@@ -123,20 +124,20 @@ def test_a_run_longer_than_the_proxy_allows_completes_and_its_stream_resumes_exa
     url = app_with_tools
     # A turn first, so that the cut request below is not the app's first: a cold app under a loaded machine took
     # more than 1 s to reach the tool, and the request was cut before its call.
-    assert httpx.post(f"{url}/invocations", json={"input": "Hello"}, timeout=30).status_code == 200
+    assert loopback.post(f"{url}/invocations", json={"input": "Hello"}, timeout=30).status_code == 200
     with CuttingProxy(port_of(url), 2.0) as long_cut:  # the tool takes 3 s: cut while it runs
         with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
-            httpx.post(f"{long_cut}/invocations", json=SLOW, timeout=30)  # a synchronous request is cut
+            loopback.post(f"{long_cut}/invocations", json=SLOW, timeout=30)  # a synchronous request is cut
     with CuttingProxy(port_of(url), 1.0) as proxy:
         started = time.monotonic()
-        run = httpx.post(f"{proxy}/responses", json={**SLOW, "background": True}, timeout=30)
+        run = loopback.post(f"{proxy}/responses", json={**SLOW, "background": True}, timeout=30)
         assert run.status_code == 200 and time.monotonic() - started < 1, "answered at once, the tool still running"
         events, reconnections = resumed_stream(proxy, run.json()["id"])
         assert reconnections >= 2, "the stream was cut more than once"
         assert [e["sequence_number"] for e in events] == list(range(len(events))), "every event once, in order"
         assert events[-1]["type"] == "response.completed"
         assert "The tool returned: late" in reply_text(events[-1]["response"]["output"])
-        direct = httpx.get(f"{url}/responses/{run.json()['id']}", params={"stream": "true"}, timeout=30).text
+        direct = loopback.get(f"{url}/responses/{run.json()['id']}", params={"stream": "true"}, timeout=30).text
         assert sse_events(direct) == events, "the resumed stream is the run's stream"
         assert TOOL_CALLS == ["slow_lookup", "slow_lookup"], "the cut request's call, and the run's: once each"
 
@@ -145,10 +146,10 @@ def stopped_mid_tool(app: StartedApp, database: str, stop: str, conversation: st
     """Start a background run of `conversation` on `app`, after a turn of its own, and stop the app (`kill` -9 or
     `sigterm`) while the run's tool runs."""
     named = {"context": {"conversation_id": conversation}}
-    first = httpx.post(f"{app.url}/responses", json={"input": "Hello", **named}, timeout=30)
+    first = loopback.post(f"{app.url}/responses", json={"input": "Hello", **named}, timeout=30)
     assert first.status_code == 200, first.text
     body = {**SLOW, **named, "background": True}
-    run_id = httpx.post(f"{app.url}/responses", json=body, timeout=30).json()["id"]
+    run_id = loopback.post(f"{app.url}/responses", json=body, timeout=30).json()["id"]
     deadline = time.monotonic() + 20
     # The run recorded the call, and the MCP server runs it (the call is recorded before it reaches the server).
     while json.loads((run_status(database, run_id) or ("", "[]"))[1] or "[]") == [] or not TOOL_CALLS:
@@ -175,7 +176,7 @@ def assert_resumed(url: str, run_id: str, stop: str, conversation: str) -> None:
     assert "interrupted" in reply_text(final["output"]), "the model was told the running call was interrupted"
     assert TOOL_CALLS == ["slow_lookup"], f"after the {stop}, the tool ran once"
     TOOL_CALLS.clear()
-    kept = httpx.get(f"{url}/conversations/{conversation}", timeout=30).json()["items"]
+    kept = loopback.get(f"{url}/conversations/{conversation}", timeout=30).json()["items"]
     assert kept[0] == {"role": "user", "content": "Hello"} and kept[1]["role"] == "assistant", "the turn before"
     assert [item.get("type", "message") for item in kept[2:]] == [
         "message", "function_call", "function_call_output", "message"], kept  # fmt: skip
@@ -204,13 +205,13 @@ def test_the_same_idempotency_key_at_once_and_after_runs_the_mcp_tool_once(app_w
     url = app_with_tools
     key = {"Idempotency-Key": "retry-1"}
     answers: list[httpx.Response] = []
-    at_once = [threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/invocations", json=SLOW,
+    at_once = [threading.Thread(target=lambda: answers.append(loopback.post(f"{url}/invocations", json=SLOW,
                headers=key, timeout=60))) for _ in range(2)]  # fmt: skip
     for thread in at_once:
         thread.start()
     for thread in at_once:
         thread.join(60)
-    answers.append(httpx.post(f"{url}/invocations", json=SLOW, headers=key, timeout=60))
+    answers.append(loopback.post(f"{url}/invocations", json=SLOW, headers=key, timeout=60))
     assert [answer.status_code for answer in answers] == [200, 200, 200]
     assert len({answer.json()["id"] for answer in answers}) == 1
     assert "The tool returned: late" in reply_text(answers[-1].json()["output"])
@@ -244,7 +245,7 @@ def counting_model(words: int, every: float) -> Any:
 
 
 def events_of(url: str, run_id: str, cursor: int) -> list[dict[str, Any]]:
-    answer = httpx.get(f"{url}/responses/{run_id}", params={"stream": "true", "starting_after": cursor}, timeout=30)
+    answer = loopback.get(f"{url}/responses/{run_id}", params={"stream": "true", "starting_after": cursor}, timeout=30)
     assert answer.text.endswith("data: [DONE]\n\n")
     return sse_events(answer.text)
 
@@ -260,7 +261,7 @@ def test_a_followers_cursor_stays_true_across_a_kill():
         seen: list[dict[str, Any]] = []
         with (first := StartedApp(env)) as url:
             body = {"input": "Count", "background": True, "stream": True}
-            with httpx.stream("POST", f"{url}/responses", json=body, timeout=30) as response:
+            with loopback.stream("POST", f"{url}/responses", json=body, timeout=30) as response:
                 for line in response.iter_lines():
                     if line.startswith("data: {"):
                         seen.append(json.loads(line.removeprefix("data: ")))

@@ -11,6 +11,7 @@ import time
 
 import app_fork_server
 import httpx
+import loopback
 import pytest
 from support import START_APP, StartedApp, app_env, free_port
 
@@ -59,13 +60,13 @@ def test_listening_beyond_loopback_the_app_answers_only_to_the_names_allowed():
     answers only to the loopback names, and start-app says what to set."""
     app = StartedApp(app_env(LLM_PROVIDER="offline", HOST="0.0.0.0"))
     with app as url:
-        assert httpx.get(f"{url}/").status_code == 200
-        assert httpx.get(f"{url}/", headers={"host": "evil.example"}).status_code == 400
+        assert loopback.get(f"{url}/").status_code == 200
+        assert loopback.get(f"{url}/", headers={"host": "evil.example"}).status_code == 400
         assert "set ALLOWED_HOSTS" in app.output, app.output
     allowed = app_env(LLM_PROVIDER="offline", HOST="0.0.0.0", ALLOWED_HOSTS="127.0.0.1,agent.example.com")
     with StartedApp(allowed) as url:
-        assert httpx.get(f"{url}/", headers={"host": "agent.example.com"}).status_code == 200
-        assert httpx.get(f"{url}/", headers={"host": "evil.example"}).status_code == 400
+        assert loopback.get(f"{url}/", headers={"host": "agent.example.com"}).status_code == 200
+        assert loopback.get(f"{url}/", headers={"host": "evil.example"}).status_code == 400
 
 
 @pytest.mark.parametrize(("name", "value"), [("PORT", "abc"), ("DATABRICKS_APP_PORT", "70000"), ("PORT", "-1")])
@@ -108,11 +109,11 @@ def test_health_keeps_answering_while_the_largest_allowed_request_is_served():
 
         def send() -> None:
             headers = {"content-type": "application/json"}
-            results.append(httpx.post(f"{url}/invocations", content=largest, headers=headers, timeout=120))
+            results.append(loopback.post(f"{url}/invocations", content=largest, headers=headers, timeout=120))
 
         sender = threading.Thread(target=send)
         answered = 0
-        with httpx.Client(base_url=url, timeout=10) as client:  # a stalled server fails here
+        with loopback.Client(base_url=url, timeout=10) as client:  # a stalled server fails here
             sender.start()
             while sender.is_alive():
                 assert client.get("/health").status_code == 200
@@ -181,7 +182,7 @@ def test_a_deployed_app_logs_json_lines_at_the_level_asked(tmp_path):
     env = app_env(LLM_PROVIDER="offline", DATABRICKS_APP_NAME="my-agent", LLM_ALLOW_OFFLINE="true", LOG_LEVEL="DEBUG")
     started = StartedApp({**env, "WEB_CONCURRENCY": "1"})  # one process: test_workers.py logs JSON from two
     with started as url:
-        assert httpx.get(f"{url}/health").status_code == 200
+        assert loopback.get(f"{url}/health").status_code == 200
     logged = [line for line in started.output.splitlines() if line.startswith("{")]
     entries = [json.loads(line) for line in logged]
     assert any(entry["logger"].startswith("uvicorn") and "Uvicorn running" in entry["message"] for entry in entries)
@@ -202,7 +203,7 @@ def test_reload_serves_and_watches_the_app_code():
     started = StartedApp(app_env(LLM_PROVIDER="offline"))
     started.args.append("--reload")
     with started as url:
-        assert httpx.get(f"{url}/health").status_code == 200
+        assert loopback.get(f"{url}/health").status_code == 200
     assert "Started reloader process" in started.output
     assert "agent_server" in started.output.split("Will watch for changes in these directories:")[1].splitlines()[0]
 

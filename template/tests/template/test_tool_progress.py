@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import loopback
 import pytest
 from conftest import AppSettings
 from support import served_with_memory, sse_events
@@ -56,7 +56,7 @@ def timed_events(
     """Each event of the stream with the time it arrived; `slow`'s tool is let go `hold` seconds after its call
     starts (its `added`), so its output can come no sooner."""
     events: Timed = []
-    with httpx.stream("POST", url + path, json=sent, headers={"x-test-user": user}, timeout=60) as response:
+    with loopback.stream("POST", url + path, json=sent, headers={"x-test-user": user}, timeout=60) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
             if not line.startswith("data: {"):
@@ -112,7 +112,7 @@ def test_a_call_is_streamed_when_it_starts_a_tools_time_before_its_output(served
         run_id = events[0][1]["response"]["id"]
         cursor = event["sequence_number"] - 1
         params = {"stream": "true", "starting_after": str(cursor)}
-        replay = httpx.get(f"{served}/responses/{run_id}", params=params, headers={"x-test-user": user}, timeout=60)
+        replay = loopback.get(f"{served}/responses/{run_id}", params=params, headers={"x-test-user": user}, timeout=60)
         assert sse_events(replay.text)[0] == event
 
 
@@ -142,7 +142,7 @@ def test_the_replayable_items_and_the_stored_conversation_are_the_same_with_prog
             events = timed_events(served, path, body(how, text, context={"conversation_id": named}), user)
             assert announced_early(events) == (progress and text != "Thanks")
             finished += done_items(events)
-        kept = httpx.get(f"{served}/conversations/{named}", headers={"x-test-user": user}, timeout=60)
+        kept = loopback.get(f"{served}/conversations/{named}", headers={"x-test-user": user}, timeout=60)
         assert kept.status_code == 200, kept.text
         return without_message_ids(finished), without_message_ids(kept.json()["items"])
 
@@ -214,14 +214,14 @@ def test_a_call_a_cancel_stops_ends_on_the_stream_with_its_interrupted_output_as
     user, named = f"progress-{uuid.uuid4()}@example.com", f"c-{uuid.uuid4()}"
     sent, headers = body("background", context={"conversation_id": named}), {"x-test-user": user}
     events: list[dict[str, Any]] = []
-    with httpx.stream("POST", served + path, json=sent, headers=headers, timeout=60) as response:
+    with loopback.stream("POST", served + path, json=sent, headers=headers, timeout=60) as response:
         for line in (line for line in response.iter_lines() if line.startswith("data: {")):
             events.append(json.loads(line[6:]))
             if started(events[-1]):
                 while slow.calls == 0:
                     time.sleep(0.01)
                 run_id = events[0]["response"]["id"]
-                assert httpx.post(f"{served}/responses/{run_id}/cancel", json={}, headers=headers).status_code == 200
+                assert loopback.post(f"{served}/responses/{run_id}/cancel", json={}, headers=headers).status_code == 200
     [call] = [event for event in events if started(event)]
     position = events.index(call)
     ended = [event["item"] for event in events[position:] if event.get("type") == DONE]
@@ -235,9 +235,9 @@ def test_a_call_a_cancel_stops_ends_on_the_stream_with_its_interrupted_output_as
         assert ended[0]["call_id"] == call_id and ended[0]["name"] == "hold"
         assert ended[1] == {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_CALL_OUTPUT}
     assert events[-1]["type"] == "response.cancelled" and events[-1]["response"]["output"] == ended
-    replay = httpx.get(f"{served}/responses/{run_id}", params={"stream": "true"}, headers=headers, timeout=60)
+    replay = loopback.get(f"{served}/responses/{run_id}", params={"stream": "true"}, headers=headers, timeout=60)
     assert sse_events(replay.text) == events, "the run's own stream, as kept"
-    kept = httpx.get(f"{served}/conversations/{named}", headers=headers, timeout=60).json()["items"]
+    kept = loopback.get(f"{served}/conversations/{named}", headers=headers, timeout=60).json()["items"]
     assert [item.get("type", "message") for item in kept] == ["message", "function_call", "function_call_output"]
     assert kept[2]["output"] == INTERRUPTED_CALL_OUTPUT and kept[1]["call_id"] == kept[2]["call_id"]
     assert kept[2]["call_id"] == call["item"].get("call_id", call["item"]["id"]), "the call the stream ended"

@@ -12,7 +12,7 @@ import sys
 import uuid
 
 import app_fork_server
-import httpx
+import loopback
 import mlflow
 import pytest
 from support import TRACED, Chat, StartedApp, app_env, reply_text
@@ -72,7 +72,7 @@ def test_an_unreachable_tracing_back_end_never_fails_a_request(tmp_path):
         quick = {"MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0"}
         env = app_env(LLM_PROVIDER="offline", MLFLOW_TRACKING_URI=dead, HOME=str(tmp_path), **TRACED, **quick)
         started = StartedApp(env)
-        with started as url, httpx.Client(base_url=url, timeout=60) as client:
+        with started as url, loopback.Client(base_url=url, timeout=60) as client:
             chat = Chat(client, stream=False)
             for chat.stream in (False, True, False):  # one conversation, its turns sent both ways
                 assert "get_current_time" in json.dumps(chat.send("What time is it?"))
@@ -166,7 +166,7 @@ def test_an_untraced_request_with_memory_on_logs_no_warning_and_feedback_says_wh
     ("No active trace found") on every request. The answer names no trace, and feedback says why (feedback.py)."""
     env = app_env(LLM_PROVIDER="offline", MLFLOW_TRACE_SAMPLING_RATIO="0", HOME=str(tmp_path))
     started = StartedApp(env)
-    with started as url, httpx.Client(base_url=url, timeout=60) as client:
+    with started as url, loopback.Client(base_url=url, timeout=60) as client:
         chat = Chat(client, stream=False)
         for chat.stream in (False, True):
             assert "I saw" in reply_text(chat.send("Hello"))

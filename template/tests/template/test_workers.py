@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
+import loopback
 import pytest
 import sqlalchemy as sa
 from support import DELETED, TRACED, ServerThread, StartedApp, app_env, mcp_tool_server, post_turn, reply_text
@@ -88,7 +88,7 @@ def test_two_workers_honour_the_first_answer_whichever_worker_gets_the_replay(tw
     url = two_workers.running().url
 
     def send(body: dict[str, Any]) -> list[dict[str, Any]]:
-        with httpx.Client(base_url=url, timeout=120) as fresh:  # a new connection: either worker
+        with loopback.Client(base_url=url, timeout=120) as fresh:  # a new connection: either worker
             return post_turn(fresh, body, False)[0]
 
     def denied_then_approved(number: int) -> list[list[dict[str, Any]]]:
@@ -138,7 +138,7 @@ def test_two_workers_on_one_sqlite_file_run_a_conversations_turns_in_the_order_t
         # The kernel tends to hand one idle worker every new connection in turn: a burst of health checks at
         # once keeps both busy for a moment, so the next turn may reach either.
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda _: httpx.get(f"{url}/health", timeout=30), range(8)))
+            list(pool.map(lambda _: loopback.get(f"{url}/health", timeout=30), range(8)))
         texts.append(f"Turn {len(texts) + 2}")
         turns.append(in_thread(functools.partial(send, url, conversation, texts[-1])))
         until(lambda: len(places()) == len(texts), f"{texts[-1]!r} to wait for its turn", seconds=120)
@@ -169,12 +169,12 @@ def test_two_workers_answer_each_others_approvals_and_continue_each_others_conve
     traced: list[str] = []
 
     def approved(_: int) -> str:
-        with httpx.Client(base_url=url, timeout=120) as client:
+        with loopback.Client(base_url=url, timeout=120) as client:
             asked = client.post("/invocations", json={"input": "Use send_summary"}).json()
         [request] = [item for item in asked["output"] if item["type"] == "mcp_approval_request"]
         answer = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}
         body = {"input": [answer], "context": {"conversation_id": asked["custom_outputs"]["session_id"]}}
-        with httpx.Client(base_url=url, timeout=120) as client:
+        with loopback.Client(base_url=url, timeout=120) as client:
             done = client.post("/invocations", json=body)
         assert done.status_code == 200, done.text
         traced.extend(answered["custom_outputs"]["trace_id"] for answered in (asked, done.json()))
