@@ -8,12 +8,14 @@ an import of the whole app, and each test starts conversations of its own."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
 import signal
 import socket
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -109,6 +111,25 @@ def test_two_workers_honour_the_first_answer_whichever_worker_gets_the_replay(tw
     assert DELETED == []
 
 
+@contextlib.contextmanager
+def busy_workers(url: str, clients: int = 4) -> Iterator[None]:
+    """Health checks from `clients` threads, each on a new connection, until the block ends."""
+    done = threading.Event()
+
+    def check() -> None:
+        while not done.is_set():
+            loopback.get(f"{url}/health", timeout=30)
+
+    with ThreadPoolExecutor(clients) as pool:
+        checking = [pool.submit(check) for _ in range(clients)]
+        try:
+            yield
+        finally:
+            done.set()
+        for each in checking:
+            each.result()
+
+
 @pytest.mark.waits
 def test_two_workers_on_one_sqlite_file_run_a_conversations_turns_in_the_order_they_came(two_workers):
     """Another process holds the conversation; turns come one after another, each on a new connection, until both
@@ -135,13 +156,12 @@ def test_two_workers_on_one_sqlite_file_run_a_conversations_turns_in_the_order_t
     turns, texts = [], []
     while len({lease.split("/")[0] for lease in places()}) < 2:  # a waiter on each worker (its pid)
         assert len(texts) < 30, f"the connections all went to one worker: {places()}"
-        # The kernel tends to hand one idle worker every new connection in turn: a burst of health checks at
-        # once keeps both busy for a moment, so the next turn may reach either.
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda _: loopback.get(f"{url}/health", timeout=30), range(8)))
         texts.append(f"Turn {len(texts) + 2}")
-        turns.append(in_thread(functools.partial(send, url, conversation, texts[-1])))
-        until(lambda: len(places()) == len(texts), f"{texts[-1]!r} to wait for its turn", seconds=120)
+        # The kernel tends to hand one idle worker every new connection in turn: health checks, each on a new
+        # connection, keep both workers taking connections while the turn connects, so it may reach either.
+        with busy_workers(url):
+            turns.append(in_thread(functools.partial(send, url, conversation, texts[-1])))
+            until(lambda: len(places()) == len(texts), f"{texts[-1]!r} to wait for its turn", seconds=120)
     first = [
         StoredItem({"role": "user", "content": "Hello"}, None),
         StoredItem({"role": "assistant", "content": "Hi"}, None),
