@@ -207,7 +207,7 @@ def test_a_model_that_keeps_calling_tools_is_a_502_that_says_so(app_client, monk
 
 
 def test_a_stalled_upload_is_a_408(app_settings, api_mode):
-    app_settings.setenv("BODY_TIMEOUT_SECONDS", "1")
+    app_settings.setenv("BODY_TIMEOUT_SECONDS", "0.5")
     from agent_server.app import app
 
     with ServerThread(app) as url, socket.create_connection(url.removeprefix("http://").split(":")) as sock:
@@ -219,14 +219,14 @@ def test_a_stalled_upload_is_a_408(app_settings, api_mode):
         answer.begin()
         body = json.loads(answer.read())
     assert answer.status == 408, body
-    assert "did not arrive within 1 s" in body["error"]["message"]
+    assert "did not arrive within 0.5 s" in body["error"]["message"]
 
 
 @pytest.mark.parametrize("request_line", ["POST /invocations", "POST /feedback", "PATCH /conversations/some-chat"])
 def test_a_body_that_trickles_in_is_a_408_at_its_deadline(app_settings, api_mode, request_line):
-    """BODY_TIMEOUT_SECONDS bounds the whole body: a byte every 0.3 s never stalls long, and still runs out. So do
-    the small bodies: feedback's, a new title's (json_body.py)."""
-    app_settings.setenv("BODY_TIMEOUT_SECONDS", "1")
+    """BODY_TIMEOUT_SECONDS (0.5 s here) bounds the whole body: a byte every 0.3 s never stalls long, and still runs
+    out. So do the small bodies: feedback's, a new title's (json_body.py)."""
+    app_settings.setenv("BODY_TIMEOUT_SECONDS", "0.5")
     from agent_server.app import app
 
     with ServerThread(app) as url, socket.create_connection(url.removeprefix("http://").split(":")) as sock:
