@@ -152,7 +152,7 @@ def test_turns_sent_at_once_answer_in_the_order_they_came_each_seeing_the_ones_b
 
 def test_a_turn_that_waits_past_MEMORY_TURN_QUEUE_SECONDS_gets_a_409_that_says_why(served, slow_agent, app_settings):
     app_settings.setenv("MEMORY_TURN_QUEUE_SECONDS", "1")
-    slow = slow_agent(seconds=3)  # the first turn takes 3 s
+    slow = slow_agent()  # the first turn holds the conversation until the refused one has its answer
     conversation = f"ordered-{uuid.uuid4()}"
     first, first_answer = in_thread(lambda: send(served, conversation, "Please hold"))
     assert slow.started.wait(30), "the first turn never reached its tool"
@@ -169,6 +169,8 @@ def test_a_turn_that_waits_past_MEMORY_TURN_QUEUE_SECONDS_gets_a_409_that_says_w
     assert refused.json()["error"]["param"] == "context.conversation_id"
     assert 0.9 < waited < 2.5, waited
     assert waiting(conversation) == 0, "it left the queue"
+    assert first.is_alive(), "refused while the first turn still ran"
+    slow.release.set()
     first.join(60)
     assert first_answer[0].startswith("The tool returned: released."), first_answer
     assert counts(2, 1, 1) in send(served, conversation, "Again"), "the refused turn stored nothing"
