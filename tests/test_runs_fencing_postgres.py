@@ -10,16 +10,19 @@ MCP server as a process of its own.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from postgres import PostgresServer
 from renders import uv
-from servers import ServerProcess, clean_env, free_port
+from servers import PortTaken, ServerProcess, clean_env
 
 pytestmark = pytest.mark.xdist_group("postgres")
 
@@ -40,10 +43,26 @@ def postgres() -> Iterator[PostgresServer]:
 
 @pytest.fixture
 def cluster(app, postgres, tmp_path) -> Iterator[tuple[ServerProcess, ServerProcess, str]]:
-    """Two apps on the database, and the held tool's server (a process: it runs in the app's environment)."""
+    """Two apps on the database, and the held tool's server (a process: it runs in the app's environment). A port
+    another process took meanwhile (app_servers.PortTaken) is given up, with the others, for three new ones."""
+    for attempt in range(3):
+        started = contextlib.ExitStack()
+        try:
+            a, b, tools = _started(app, postgres, tmp_path, started)
+        except PortTaken:
+            started.close()
+            if attempt == 2:
+                raise
+            continue
+        with started:
+            yield a, b, tools
+        return
+
+
+def _started(app: Path, postgres: PostgresServer, folder: Path, stack: contextlib.ExitStack) -> tuple[Any, Any, str]:
     from fencing_scenarios import BEATS
 
-    tools_port = free_port()
+    tools_port, *app_ports = distinct_free_ports(3)
     serve = "import sys; sys.path.insert(0, 'tests/template'); import held_tools; "
     serve += f"held_tools.serve_held_tools({tools_port})"
     tools = f"http://127.0.0.1:{tools_port}"
@@ -51,15 +70,25 @@ def cluster(app, postgres, tmp_path) -> Iterator[tuple[ServerProcess, ServerProc
         "LLM_PROVIDER": "offline", "MEMORY_BACKEND": "postgres", "MEMORY_DATABASE_URL": postgres.url,
         "MCP_SERVERS": json.dumps([{"name": "held", "url": f"{tools}/mcp"}]), **BEATS,
     }  # fmt: skip
+    python = str(app / ".venv" / "bin" / "python")
+    stack.enter_context(ServerProcess([python, "-c", serve], clean_env(), f"{tools}/calls", cwd=app))
     apps = []
-    for name in ("a", "b"):
-        port = free_port()
+    for name, port in zip("ab", app_ports, strict=True):
         args = [str(app / ".venv" / "bin" / "start-app"), "--port", str(port)]
         ready = f"http://127.0.0.1:{port}/health"
-        apps.append(ServerProcess(args, clean_env(**shared), ready, cwd=app, log=tmp_path / f"{name}.log", timeout=300))
-    with ServerProcess([str(app / ".venv" / "bin" / "python"), "-c", serve], clean_env(), f"{tools}/calls", cwd=app):
-        with apps[0], apps[1]:
-            yield apps[0], apps[1], tools
+        log = folder / f"{name}-{port}.log"
+        apps.append(stack.enter_context(ServerProcess(args, clean_env(**shared), ready, cwd=app, log=log, timeout=300)))
+    return apps[0], apps[1], tools
+
+
+def distinct_free_ports(count: int) -> list[int]:
+    """`count` free loopback ports, none twice: each is held while the next is chosen (free_port one after another
+    may give a port again once it is let go, and the tool server then answered on an app's port)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
 
 
 def test_a_process_stopped_past_its_hold_writes_nothing_over_the_run_the_other_took(cluster):
