@@ -28,6 +28,7 @@ ServerProcess = app_support.ServerProcess
 PortTaken = app_support.PortTaken
 clean_env = app_support.clean_env
 free_port = app_support.free_port
+free_ports = app_support.free_ports
 post = app_support.post
 replayed = app_support.replayed
 reply_text = app_support.reply_text

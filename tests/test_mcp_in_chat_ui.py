@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import servers
 from renders import clean_env, uv
-from servers import ServerProcess, free_port
+from servers import ServerProcess, free_ports
 
 pytestmark = pytest.mark.xdist_group("chat-ui-client")
 
@@ -26,7 +26,7 @@ def served(renders, tmp_path_factory) -> Iterator[dict]:
     folder = tmp_path_factory.mktemp("mcp-in-chat-ui")
     uv("sync", "--locked", "--no-config", cwd=app)
     python = str(app / ".venv" / "bin" / "python")
-    tools_port, app_port = free_port(), free_port()
+    tools_port, app_port = free_ports(2)
     serve = (
         "import sys; sys.path.insert(0, 'tests/template'); "
         f"from support import serve_mcp_tools; serve_mcp_tools({tools_port})"

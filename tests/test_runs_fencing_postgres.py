@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 from postgres import PostgresServer
 from renders import uv
-from servers import PortTaken, ServerProcess, clean_env
+from servers import PortTaken, ServerProcess, clean_env, free_ports
 
 pytestmark = pytest.mark.xdist_group("postgres")
 
@@ -62,7 +61,7 @@ def cluster(app, postgres, tmp_path) -> Iterator[tuple[ServerProcess, ServerProc
 def _started(app: Path, postgres: PostgresServer, folder: Path, stack: contextlib.ExitStack) -> tuple[Any, Any, str]:
     from fencing_scenarios import BEATS
 
-    tools_port, *app_ports = distinct_free_ports(3)
+    tools_port, *app_ports = free_ports(3)
     serve = "import sys; sys.path.insert(0, 'tests/template'); import held_tools; "
     serve += f"held_tools.serve_held_tools({tools_port})"
     tools = f"http://127.0.0.1:{tools_port}"
@@ -79,16 +78,6 @@ def _started(app: Path, postgres: PostgresServer, folder: Path, stack: contextli
         log = folder / f"{name}-{port}.log"
         apps.append(stack.enter_context(ServerProcess(args, clean_env(**shared), ready, cwd=app, log=log, timeout=300)))
     return apps[0], apps[1], tools
-
-
-def distinct_free_ports(count: int) -> list[int]:
-    """`count` free loopback ports, none twice: each is held while the next is chosen (free_port one after another
-    may give a port again once it is let go, and the tool server then answered on an app's port)."""
-    with contextlib.ExitStack() as held:
-        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
 
 
 def test_a_process_stopped_past_its_hold_writes_nothing_over_the_run_the_other_took(cluster):

@@ -24,6 +24,7 @@ from app_servers import (  # noqa: F401  (the tests import them from here, as th
     app_env,
     clean_env,
     free_port,
+    free_ports,
     mcp_tool_server,
     serve_mcp_tools,
     served_with_memory,
