@@ -8,8 +8,7 @@ an import of the whole app, and each test starts conversations of its own."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
+import http.client
 import json
 import os
 import signal
@@ -33,7 +32,7 @@ from agent_server.memory.store import Store, StoredItem
 
 from .test_approval_answers import DENIED, answer, declared
 from .test_memory import counts
-from .test_ordered_turns import in_thread, kept, send, until
+from .test_ordered_turns import in_thread, kept, until
 
 
 class TwoWorkers:
@@ -111,31 +110,57 @@ def test_two_workers_honour_the_first_answer_whichever_worker_gets_the_replay(tw
     assert DELETED == []
 
 
-@contextlib.contextmanager
-def busy_workers(url: str, clients: int = 4) -> Iterator[None]:
-    """Health checks from `clients` threads, each on a new connection, until the block ends."""
-    done = threading.Event()
+def stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
-    def check() -> None:
-        while not done.is_set():
-            loopback.get(f"{url}/health", timeout=30)
 
-    with ThreadPoolExecutor(clients) as pool:
-        checking = [pool.submit(check) for _ in range(clients)]
-        try:
-            yield
-        finally:
-            done.set()
-        for each in checking:
-            each.result()
+def request_head(address: tuple[str, int], body: bytes) -> bytes:
+    """A POST /invocations head that asks for 100 Continue: the app answers it once a worker reads the body."""
+    head = f"POST /invocations HTTP/1.1\r\nHost: {address[0]}\r\nContent-Type: application/json\r\n"
+    return f"{head}Content-Length: {len(body)}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n".encode()
+
+
+def turn_taken_by(url: str, others: list[int], conversation_id: str, text: str) -> tuple[threading.Thread, list[Any]]:
+    """A turn on a new connection that the worker not in `others` takes: they are stopped (SIGSTOP) until a worker
+    has read the request's head and asks for its body, so the kernel can hand the connection to no other, and go on
+    at once (a few milliseconds: a worker stopped in a write would hold the database). Its reply's text, or what
+    it raised, lands in the list once the turn ends."""
+    address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    message = {"input": [{"role": "user", "content": text}], "context": {"conversation_id": conversation_id}}
+    body = json.dumps(message).encode()
+    for pid in others:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        until(lambda: all(stopped(pid) for pid in others), "the other workers to stop")
+        connection = socket.create_connection(address, timeout=120)
+        connection.sendall(request_head(address, body))
+        asked = b""
+        while not asked.endswith(b"\r\n\r\n"):
+            asked += connection.recv(100) or b"(closed)"
+        assert asked.startswith(b"HTTP/1.1 100"), asked
+    finally:
+        for pid in others:
+            os.kill(pid, signal.SIGCONT)
+
+    def answered() -> str:
+        with connection:
+            connection.sendall(body)
+            response = http.client.HTTPResponse(connection)
+            response.begin()
+            assert response.status == 200, response.read()
+            return reply_text(json.loads(response.read())["output"])
+
+    return in_thread(answered)
 
 
 @pytest.mark.waits
 def test_two_workers_on_one_sqlite_file_run_a_conversations_turns_in_the_order_they_came(two_workers):
-    """Another process holds the conversation; turns come one after another, each on a new connection, until both
-    worker processes have turns waiting. When it is given back, they run in the order they came, however the
+    """Another process holds the conversation; four turns come, each on a new connection that the worker it is
+    meant for takes, the workers in turn. When it is given back, they run in the order they came, however the
     workers' tries interleave, each seeing the ones before it."""
-    url, database = two_workers.running().url, two_workers.env["MEMORY_DATABASE_URL"]
+    app = two_workers.running()
+    url, database, workers = app.url, two_workers.env["MEMORY_DATABASE_URL"], spawned_workers(app.pid)
+    assert len(workers) == 2, app.output
     conversation = f"ordered-{uuid.uuid4()}"
     owner, lease = memory.LOCAL_OWNER, "elsewhere:1/the-first-turn"
 
@@ -153,15 +178,12 @@ def test_two_workers_on_one_sqlite_file_run_a_conversations_turns_in_the_order_t
 
     # The first turn, as another app process runs it: the conversation held, and its answer stored later.
     asyncio.run(in_store_at(lambda store: store.start_turn(owner, conversation, lease, 120)))
-    turns, texts = [], []
-    while len({lease.split("/")[0] for lease in places()}) < 2:  # a waiter on each worker (its pid)
-        assert len(texts) < 30, f"the connections all went to one worker: {places()}"
-        texts.append(f"Turn {len(texts) + 2}")
-        # The kernel tends to hand one idle worker every new connection in turn: health checks, each on a new
-        # connection, keep both workers taking connections while the turn connects, so it may reach either.
-        with busy_workers(url):
-            turns.append(in_thread(functools.partial(send, url, conversation, texts[-1])))
-            until(lambda: len(places()) == len(texts), f"{texts[-1]!r} to wait for its turn", seconds=120)
+    turns, texts = [], [f"Turn {number}" for number in range(2, 6)]
+    for number, text in enumerate(texts):
+        worker = workers[number % 2]
+        turns.append(turn_taken_by(url, [pid for pid in workers if pid != worker], conversation, text))
+        until(lambda: len(places()) == len(turns), f"{text!r} to wait for its turn", seconds=120)
+        assert places()[-1].split("/")[0].endswith(f":{worker}"), (worker, places())  # its waiter, by pid
     first = [
         StoredItem({"role": "user", "content": "Hello"}, None),
         StoredItem({"role": "assistant", "content": "Hi"}, None),
@@ -223,10 +245,8 @@ def stopping_refuses_new_connections(app: StartedApp, url: str) -> None:
     the bound, and a refusal that came only as the app stopped would leave the request unanswered."""
     address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
     body = json.dumps({"input": "Hello"}).ljust(100).encode()  # JSON may end in blanks
-    head = f"POST /invocations HTTP/1.1\r\nHost: {address[0]}\r\nContent-Type: application/json\r\n"
-    head += f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
     with socket.create_connection(address, timeout=30) as held:
-        held.sendall(head.encode())
+        held.sendall(request_head(address, body))
         assert held.recv(100).startswith(b"HTTP/1.1 100"), "a worker reads the request's body"
         app.process.send_signal(signal.SIGTERM)
         while True:
