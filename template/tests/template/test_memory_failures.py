@@ -86,11 +86,15 @@ def test_a_turn_the_model_failed_is_not_stored_and_the_conversation_goes_on(clie
 def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(backend, api_mode, monkeypatch):
     from agent_server.app import app
 
-    running = threading.Event()
+    running, cancelled = threading.Event(), threading.Event()
 
     async def slow_tool() -> str:
         running.set()
-        await asyncio.sleep(1)
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
         return "late"
 
     slow = Agent(name="slow", instructions="x", model=llm.model(), tools=[function_tool(slow_tool, name_override="f")])
@@ -102,9 +106,9 @@ def test_a_stream_the_client_stopped_is_not_stored_and_frees_the_conversation(ba
             patch.setattr("agent_server.agent.create_agent", lambda: slow)
             with client.stream("POST", "/invocations", json={**body, "stream": True}):
                 assert running.wait(30), "the tool never started"  # the client hangs up while it runs
-        time.sleep(1.5)  # past the tool: had the turn gone on after the hang-up, it would be stored by now
-        assert len(stored(client, chat.id).json()["items"]) == 2
-        assert counts(2, 1) in reply_text(chat.send("Two"))
+        assert cancelled.wait(30), "the hang-up cancelled the turn, and its tool"
+        assert counts(2, 1) in reply_text(chat.send("Two")), "the next turn waits for the lease, and sees no more"
+        assert len(stored(client, chat.id).json()["items"]) == 4
 
 
 def test_a_turn_cancelled_while_it_takes_its_lease_gives_the_lease_back(backend):

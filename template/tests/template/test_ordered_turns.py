@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import socket
 import threading
 import time
 import uuid
@@ -181,9 +183,15 @@ def test_a_waiting_turn_whose_client_hangs_up_leaves_the_queue(served, slow_agen
     conversation = f"ordered-{uuid.uuid4()}"
     first, first_answer = in_thread(lambda: send(served, conversation, "Please hold"))
     assert slow.started.wait(30)
-    gone, _ = in_thread(lambda: send(served, conversation, "Never mind", timeout=2))  # hangs up after 2 s
-    until(lambda: waiting(conversation) == 1, "the second turn to wait")
-    gone.join(30)
+    turn = {"input": [{"role": "user", "content": "Never mind"}], "context": {"conversation_id": conversation}}
+    body = json.dumps(turn).encode()
+    head = f"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nx-test-user: {ADA}\r\n"
+    head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    host, port = served.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as gone:
+        gone.sendall(head.encode() + body)
+        until(lambda: waiting(conversation) == 1, "the second turn to wait")
+    # Its client hung up as it waited.
     until(lambda: waiting(conversation) == 0, "the turn whose client hung up to leave the queue", seconds=5)
     assert first.is_alive(), "while the first turn still runs"
     slow.release.set()
