@@ -51,6 +51,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "waits: waits seconds on processes it starts or on clocks (run first)")
     config.addinivalue_line("markers", "api_modes: sets the offline model and its API mode itself (api_mode)")
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # pytest's own process: one fork server for all its test processes
+        import app_fork_server
+
+        config.add_cleanup(app_fork_server.share())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,61 +1,69 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
 """`start-app` (or plain `uvicorn`), or a test's function, in processes forked from one that has imported the
-app's libraries once.
+app's libraries once: the run's fork server (fork_server.py), which every test process of the run shares.
 
 A process that starts the app spends about 2 s of CPU importing openai-agents, MLflow and FastAPI before it
-serves (`python -X importtime -c "import agent_server.app"`); the tests start a dozen, and on two cores that was
-a good part of the suite's time. multiprocessing's fork server imports LIBRARIES once per test process and
-forks each app from it: a process of its own, with its own pid, environment, folder and log, that runs
-start-app's main() as the console script does. agent_server itself is imported in each app process, after its
-environment is set, as at a real start. Tests about what a start imports, or about a setting a library reads as
-it is imported, run the console script itself (test_start_app.py, test_tracing.py). run() runs start-app to
-its exit, for the tests of the settings that stop it. call() runs a function in such a process, for a test that
-changes what a process keeps for its life (test_tracing.py).
+serves (`python -X importtime -c "import agent_server.app"`); the tests start dozens, and on two cores that was
+a good part of the suite's time. The fork server imports those libraries once a run (about 3.7 s of CPU; once
+per test process, it was that three times) and forks each app from itself: a process of its own, with its own
+pid, environment, folder and log, that runs start-app's main() as the console script does. agent_server itself
+is imported in each app process, after its environment is set, as at a real start. Tests about what a start
+imports, or about a setting a library reads as it is imported, run the console script itself
+(test_start_app.py, test_tracing.py). run() runs start-app to its exit, for the tests of the settings that stop
+it. call() runs a function in such a process, for a test that changes what a process keeps for its life
+(test_tracing.py).
 
-Only the standard library here: the fork server imports this module in each app process it forks.
+pytest's own process names the server's folder (share(), from conftest.py) before its test processes start, so
+they inherit it; the first that asks for a process starts the server, and pytest's process stops it at the end.
+
+Only the standard library here, as in fork_server.py.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
-import multiprocessing
+import fcntl
 import os
+import pickle
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
+from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Any
 
-# What the app imports that takes time and reads no setting of the app's as it is imported. A library left out is
-# imported by each app process itself: slower, never wrong. (git: MLflow's tracing imports it as it starts.)
-LIBRARIES = ["agents", "mlflow.genai.agent_server", "mlflow.openai", "mlflow.tracing.processor.mlflow_v3"]
-LIBRARIES += ["fastapi", "uvicorn", "sqlalchemy.ext.asyncio", "openai.lib.streaming.chat", "httpcore2", "git"]
-LIBRARIES += ["joserfc.jwe", "joserfc.jwt", "joserfc.jwk", "authlib.integrations.httpx_client"]
+import fork_server
 
-_context: Any = None
+FOLDER, OWNER = "APP_TESTS_FORK_SERVER", "APP_TESTS_FORK_SERVER_OWNER"  # inherited by the test processes
+SCRIPTS = fork_server.SCRIPTS
+_started: list[subprocess.Popen[bytes]] = []  # the server this process started, kept (it outlives its test)
 
 
-def _fork_server() -> Any:
-    """multiprocessing's fork server, with LIBRARIES imported (it starts at the first process asked of it)."""
-    global _context
-    if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(LIBRARIES)
-    return _context
+def share() -> Callable[[], None]:
+    """In pytest's own process, before its test processes start: a folder for the run's fork server, named in the
+    environment they inherit. What it returns stops the server, by its pid, and removes the folder."""
+    folder = tempfile.mkdtemp(prefix="agent-fork-")  # only this user can reach it, or the socket in it
+    os.environ[FOLDER], os.environ[OWNER] = folder, str(os.getpid())
+
+    def stop() -> None:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError, ValueError):
+            os.kill(int(Path(folder, "pid").read_text()), signal.SIGTERM)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    return stop
 
 
 def start(args: list[str], env: dict[str, str], cwd: Path | None, log: Path, new_session: bool) -> ForkedApp:
     """Run the main() of the console script args[0] (start-app, or uvicorn: SCRIPTS) with args[1:] in a process
     forked from the fork server, with exactly `env` as its environment and `log` as its output."""
     assert Path(args[0]).name in SCRIPTS, f"{args[0]} is none of {sorted(SCRIPTS)}"
-    target_args = (args, env, str(cwd or os.getcwd()), str(log), new_session)
-    process = _fork_server().Process(target=_run_start_app, args=target_args)
-    process.start()
-    return ForkedApp(process, args)
+    script = {"script": Path(args[0]).name, "argv": list(args), "stdout": str(log), "stderr": str(log)}
+    return _ask({**script, "env": env, "cwd": str(cwd or os.getcwd()), "new_session": new_session}, args)
 
 
 def run(
@@ -63,121 +71,117 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     """What `subprocess.run(args, env=env, capture_output=True, text=True)` gives for the console script args[0]
     (SCRIPTS), which runs as start() runs it: for tests of how it stops, without a process's imports each time."""
+    assert Path(args[0]).name in SCRIPTS, f"{args[0]} is none of {sorted(SCRIPTS)}"
     with tempfile.TemporaryDirectory() as folder:
         printed, said = Path(folder, "stdout"), Path(folder, "stderr")
-        target_args = (args, env, str(cwd or os.getcwd()), str(printed), False, str(said))
-        process = _fork_server().Process(target=_run_start_app, args=target_args)
-        process.start()
-        process.join(timeout)
-        if process.exitcode is None:
+        script = {"script": Path(args[0]).name, "argv": list(args), "stdout": str(printed), "stderr": str(said)}
+        process = _ask({**script, "env": env, "cwd": str(cwd or os.getcwd()), "new_session": False}, args)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
             process.kill()
-            process.join()
-            raise subprocess.TimeoutExpired(args, timeout)
-        return subprocess.CompletedProcess(args, process.exitcode, printed.read_text(), said.read_text())
+            process.wait()
+            raise
+        return subprocess.CompletedProcess(args, process.wait(), printed.read_text(), said.read_text())
 
 
 def call(function: Callable[..., Any], *args: Any, env: dict[str, str], timeout: float = 120) -> Any:
     """What `function(*args)` returns (or raises) in a process forked from the fork server, with exactly `env` as
-    its environment: a fresh process for each call, as `python -c` would be, without importing LIBRARIES again.
+    its environment: a fresh process for each call, as `python -c` would be, without importing the libraries again.
     `function` must be importable by name, and its arguments and result picklable."""
-    context = _fork_server()
-    receiving, sending = context.Pipe(duplex=False)
-    process = context.Process(target=_call, args=(sending, env, function, args))
-    process.start()
-    sending.close()
+    output = {"stdout": os.devnull, "stderr": os.devnull, "new_session": False}
+    request = {"call": pickle.dumps((function, args)), "env": env, "cwd": os.getcwd(), **output}
+    process = _ask(request, [function.__qualname__])
     try:
-        if not receiving.poll(timeout):
-            raise TimeoutError(f"{function.__qualname__} did not return within {timeout} s")
-        failed, value = receiving.recv()
-    except EOFError:
-        raise RuntimeError(f"{function.__qualname__}'s process ended without an answer") from None
-    finally:
-        receiving.close()
-        process.join(timeout)
-        if process.exitcode is None:
-            process.kill()
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise TimeoutError(f"{function.__qualname__} did not return within {timeout} s") from None
+    if not process.answers:
+        raise RuntimeError(f"{function.__qualname__}'s process ended without an answer ({process.returncode})")
+    failed, value = process.answers[0]
     if failed:
         raise value
     return value
 
 
-def _call(sending: Any, env: dict[str, str], function: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    _keep_libraries_out_of_collections()
-    _take_environment(env)
-    try:
-        answer = (False, function(*args))
-    except Exception as error:  # noqa: BLE001 (raised again in the caller)
-        answer = (True, error)
-    sending.send(answer)
-    atexit._run_exitfuncs()  # those of the modules unpickling `function` imported here, as in _run_start_app
+def _ask(request: dict[str, Any], args: list[str]) -> ForkedApp:
+    connection = _connect()
+    connection.send({**request, "path": list(sys.path)})
+    return ForkedApp(connection, args)
 
 
-def _keep_libraries_out_of_collections() -> None:
-    """In the forked process: what the fork server imported lives as long as the process, so the garbage collector
-    need not walk it again and again (gc.freeze). That walking was 0.2 s of CPU in each app's start."""
-    gc.freeze()
+def _connect() -> Connection:
+    """A connection to the run's fork server, which the first test process to ask starts."""
+    if FOLDER not in os.environ:  # not under the tests' conftest.py (a script of its own): a server for this process
+        atexit.register(share())
+    folder = Path(os.environ[FOLDER])
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one test process at a time: the first starts the server
+        if not (folder / "pid").exists():
+            _start_server(folder)
+    return Client(str(folder / fork_server.SOCKET), family="AF_UNIX")
 
 
-def _take_environment(env: dict[str, str]) -> None:
-    """In the forked process: exactly `env`, not the fork server's environment."""
-    os.environ.clear()
-    os.environ.update(env)
-
-
-# The console scripts start() runs, and the module whose main() each runs (as its entry point in the venv does).
-SCRIPTS = {"start-app": "agent_server.start_server", "uvicorn": "uvicorn.main"}
-
-
-def _run_start_app(
-    args: list[str], env: dict[str, str], cwd: str, log: str, new_session: bool, errors: str | None = None
-) -> None:
-    """In the forked process: what running the console script with that environment, folder and output (stderr
-    to `errors`, if given) does."""
-    _keep_libraries_out_of_collections()
-    if new_session:
-        os.setsid()
-    with open(log, "ab", buffering=0) as out, open(errors or log, "ab", buffering=0) as err:
-        with open(os.devnull, "rb") as nothing:
-            os.dup2(nothing.fileno(), 0)  # not multiprocessing's own stdin, which uvicorn's reloader cannot pass on
-        os.dup2(out.fileno(), 1)
-        os.dup2(err.fileno(), 2)
-    sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own stdin, open as long as it runs)
-    _take_environment(env)
-    os.chdir(cwd)
-    sys.argv = list(args)
-    import importlib
-
-    main = importlib.import_module(SCRIPTS[Path(args[0]).name]).main
-    try:
-        main(args[1:])
-    finally:
-        atexit._run_exitfuncs()  # a forked process leaves by os._exit(), which would skip them
+def _start_server(folder: Path) -> None:
+    """Start the server and wait until it listens (it does so before its imports, which requests then wait for)."""
+    log = folder / "server.log"
+    command = [sys.executable, fork_server.__file__, str(folder), os.environ[OWNER]]
+    with log.open("ab") as out:
+        server = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    _started.append(server)
+    while not (folder / fork_server.SOCKET).exists():
+        if server.poll() is not None:
+            raise RuntimeError(f"the fork server stopped ({server.returncode}): {log.read_text()}")
+        time.sleep(0.01)
+    (folder / "pid").write_text(str(server.pid))
 
 
 class ForkedApp:
-    """What the tests use of subprocess.Popen, for a process the fork server started."""
+    """What the tests use of subprocess.Popen, for a process the fork server started: its pid, which it sends first,
+    and its exit code, which its watcher sends once it has ended; `answers`, what a function called in it
+    returned."""
 
-    def __init__(self, process: Any, args: list[str]) -> None:
-        self._process = process
-        self.args = args
-        self.pid: int = process.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self._process.exitcode  # -N when a signal N stopped it, as with Popen
+    def __init__(self, connection: Connection, args: list[str]) -> None:
+        self._connection, self.args = connection, args
+        self.returncode: int | None = None  # -N when a signal N stopped it, as with Popen
+        self.answers: list[tuple[bool, Any]] = []
+        kind, self.pid = self._receive()
+        assert kind == "pid", kind
 
     def poll(self) -> int | None:
+        self._take(0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        self._process.join(timeout)
+        self._take(timeout)
         if self.returncode is None:
             raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return self.returncode
 
+    def _take(self, timeout: float | None) -> None:
+        """What came within `timeout`: a function's answer, from the process; its exit code, from its watcher."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._connection.poll(left):
+                return
+            kind, *message = self._receive()
+            if kind == "answer":
+                self.answers.append((message[0], message[1]))
+            else:
+                self.returncode = message[0]
+                self._connection.close()
+
+    def _receive(self) -> tuple[Any, ...]:
+        try:
+            return tuple(self._connection.recv())
+        except EOFError:
+            raise RuntimeError(f"the fork server's watcher of {self.args[0]} went away") from None
+
     def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            # Ended, and reaped by the fork server, before its exit code reached us: gone, as Popen treats it.
+        if self.poll() is None:
+            # Ended, and reaped by its watcher, before its exit code reached us: gone, as Popen treats it.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signum)
 
