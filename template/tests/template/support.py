@@ -25,6 +25,7 @@ from app_servers import (  # noqa: F401  (the tests import them from here, as th
     clean_env,
     free_port,
     free_ports,
+    fresh_database,
     mcp_tool_server,
     serve_mcp_tools,
     served_with_memory,

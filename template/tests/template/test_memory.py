@@ -21,7 +21,7 @@ import httpx
 import pytest
 from conftest import AppSettings
 from fastapi.testclient import TestClient
-from support import Conversation, post_turn, replayed, reply_text
+from support import Conversation, fresh_database, post_turn, replayed, reply_text
 
 BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_URL") else [])
 ADA, BOB = "ada@example.com", "bob@example.com"
@@ -33,7 +33,8 @@ def counts(user: int, assistant: int, tool: int = 0) -> str:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, app_settings: AppSettings, tmp_path) -> str:
-    url = str(tmp_path / "conversations.db") if request.param == "sqlite" else os.environ["MEMORY_TEST_POSTGRES_URL"]
+    sqlite = request.param == "sqlite"
+    url = fresh_database(tmp_path / "conversations.db") if sqlite else os.environ["MEMORY_TEST_POSTGRES_URL"]
     app_settings.setenv("MEMORY_BACKEND", request.param)
     app_settings.setenv("MEMORY_DATABASE_URL", url)
     app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
