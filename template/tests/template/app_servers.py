@@ -307,9 +307,12 @@ TOOL_CALLS: list[str] = []  # the slow tools mcp_tool_server ran, in this proces
 
 
 def serve_mcp_tools(port: int) -> None:
-    """Serve mcp_tool_server() at http://127.0.0.1:PORT/mcp until stopped (for tests that run it as a process)."""
+    """Serve mcp_tool_server() at http://127.0.0.1:PORT/mcp until stopped (for tests that run it as a process).
+    uvicorn stops on SIGTERM, then raises the signal again with the handler it found: this one, so that the process
+    exits and runs its atexit functions (SCRATCH's removal), rather than dying by the signal and leaving them."""
     import uvicorn
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(mcp_tool_server().app, host="127.0.0.1", port=port, log_level="warning")
 
 
