@@ -61,9 +61,7 @@ def share() -> Callable[[], None]:
 def start(args: list[str], env: dict[str, str], cwd: Path | None, log: Path, new_session: bool) -> ForkedApp:
     """Run the main() of the console script args[0] (start-app, or uvicorn: SCRIPTS) with args[1:] in a process
     forked from the fork server, with exactly `env` as its environment and `log` as its output."""
-    assert Path(args[0]).name in SCRIPTS, f"{args[0]} is none of {sorted(SCRIPTS)}"
-    script = {"script": Path(args[0]).name, "argv": list(args), "stdout": str(log), "stderr": str(log)}
-    return _ask({**script, "env": env, "cwd": str(cwd or os.getcwd()), "new_session": new_session}, args)
+    return _ask(args, env, cwd, log, log, new_session, **_script(args))
 
 
 def run(
@@ -71,11 +69,9 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     """What `subprocess.run(args, env=env, capture_output=True, text=True)` gives for the console script args[0]
     (SCRIPTS), which runs as start() runs it: for tests of how it stops, without a process's imports each time."""
-    assert Path(args[0]).name in SCRIPTS, f"{args[0]} is none of {sorted(SCRIPTS)}"
     with tempfile.TemporaryDirectory() as folder:
         printed, said = Path(folder, "stdout"), Path(folder, "stderr")
-        script = {"script": Path(args[0]).name, "argv": list(args), "stdout": str(printed), "stderr": str(said)}
-        process = _ask({**script, "env": env, "cwd": str(cwd or os.getcwd()), "new_session": False}, args)
+        process = _ask(args, env, cwd, printed, said, **_script(args))
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -89,25 +85,36 @@ def call(function: Callable[..., Any], *args: Any, env: dict[str, str], timeout:
     """What `function(*args)` returns (or raises) in a process forked from the fork server, with exactly `env` as
     its environment: a fresh process for each call, as `python -c` would be, without importing the libraries again.
     `function` must be importable by name, and its arguments and result picklable."""
-    output = {"stdout": os.devnull, "stderr": os.devnull, "new_session": False}
-    request = {"call": pickle.dumps((function, args)), "env": env, "cwd": os.getcwd(), **output}
-    process = _ask(request, [function.__qualname__])
+    name = function.__qualname__
+    process = _ask([name], env, None, Path(os.devnull), Path(os.devnull), call=pickle.dumps((function, args)))
     try:
         process.wait(timeout)
     except subprocess.TimeoutExpired:
         process.kill()
-        raise TimeoutError(f"{function.__qualname__} did not return within {timeout} s") from None
+        raise TimeoutError(f"{name} did not return within {timeout} s") from None
     if not process.answers:
-        raise RuntimeError(f"{function.__qualname__}'s process ended without an answer ({process.returncode})")
+        raise RuntimeError(f"{name}'s process ended without an answer ({process.returncode})")
     failed, value = process.answers[0]
     if failed:
         raise value
     return value
 
 
-def _ask(request: dict[str, Any], args: list[str]) -> ForkedApp:
+def _script(args: list[str]) -> dict[str, Any]:
+    """What a request names of the console script args[0] (SCRIPTS) to run with args[1:]."""
+    assert Path(args[0]).name in SCRIPTS, f"{args[0]} is none of {sorted(SCRIPTS)}"
+    return {"script": Path(args[0]).name, "argv": list(args)}
+
+
+def _ask(
+    args: list[str], env: dict[str, str], cwd: Path | None, stdout: Path, stderr: Path, new_session: bool = False,
+    **what: Any,
+) -> ForkedApp:  # fmt: skip
+    """A process from the fork server, with exactly that environment, folder, output and this module path, doing
+    `what` (_script's, or a function's `call`)."""
+    request = {"env": env, "cwd": str(cwd or os.getcwd()), "stdout": str(stdout), "stderr": str(stderr)}
     connection = _connect()
-    connection.send({**request, "path": list(sys.path)})
+    connection.send({**request, "new_session": new_session, "path": list(sys.path), **what})
     return ForkedApp(connection, args)
 
 
