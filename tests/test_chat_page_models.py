@@ -35,6 +35,10 @@ def test_pick_a_model_in_a_new_chat_send_reload_and_reopen(two_models_app, brows
     assert chat.sent[-1]["custom_inputs"]["model"] == "offline"
 
     page.click("#new-chat")
+    # The new chat is set up (its address, then the send button given back) before the pick: set up after it, it
+    # would show the new chat's default over the pick.
+    expect(page).to_have_url(f"{two_models_app}/")
+    expect(chat.send).to_be_enabled()
     picker.focus()
     page.keyboard.press("ArrowDown")  # the keyboard picks, as a native select takes it
     expect(picker).to_have_value("big")
