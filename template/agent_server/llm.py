@@ -121,9 +121,10 @@ def _model(current: LLMSettings) -> Model:
     from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel
 
     from agent_server.model_ends import keep_ended_answers
+    from agent_server.model_requests import send_plain_json
     from agent_server.output_items import UniqueCallIds
 
-    client = _client(current.provider, current.base_url)
+    client = send_plain_json(_client(current.provider, current.base_url))
     if current.api == "responses":  # an answer cut short keeps its text (model_ends.py)
         return UniqueCallIds(OpenAIResponsesModel(model=current.model, openai_client=keep_ended_answers(client)))
     return UniqueCallIds(OpenAIChatCompletionsModel(model=current.model, openai_client=client))

@@ -23,10 +23,10 @@ from agents import Agent
 from agents.exceptions import ModelBehaviorError
 from agents.items import MessageOutputItem, ReasoningItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
-from openai.resources.responses import AsyncResponses
 from openai.types.responses import Response, ResponseOutputMessage, ResponseReasoningItem
 
 from agent_server.errors import ModelAnswerFailed
+from agent_server.model_requests import PlainResponses
 
 ENDED = ("incomplete", "failed")
 INCOMPLETE_KEY = "incomplete"  # in custom_outputs: why the answer was cut (the API's incomplete_details.reason)
@@ -40,12 +40,15 @@ class ModelEnded(Exception):
         self.response = response
 
 
-class _Responses(AsyncResponses):
-    async def create(self, *args: Any, **kwargs: Any) -> Any:
-        response = await super().create(*args, **kwargs)
+class _Responses(PlainResponses):
+    async def create(self, **kwargs: Any) -> Any:
+        response = await super().create(**kwargs)
         if isinstance(response, Response) and response.status in ENDED:
             raise ModelEnded(response)  # before the SDK, which would raise keeping only its words
         return response
+
+
+_Responses.__name__ = PlainResponses.__name__  # openai's: MLflow names a traced call's span after the class
 
 
 def keep_ended_answers(client: Any) -> Any:

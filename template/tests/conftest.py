@@ -150,11 +150,17 @@ def set_up_tracing_again() -> None:
     agent_server/app.py sets it up as it is imported, and MLflow reads the ratio as it sets its tracer up."""
     config.reload()
     if "agent_server.app" in sys.modules:
-        import mlflow
+        import mlflow.openai
+        from openai.resources.chat.completions import AsyncCompletions
 
+        from agent_server.model_requests import unwrapped
         from agent_server.observability import tracing
 
         mlflow.tracing.reset()
+        if tracing.records_nothing() and not unwrapped(AsyncCompletions):
+            # As in an app that started so, no autolog wraps openai's create() (model calls skip its walk then:
+            # model_requests.py).
+            mlflow.openai.autolog(disable=True, silent=True)
         tracing.configure()
 
 
