@@ -17,6 +17,7 @@ it), so three checks stand in for one against browsers:
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
 
 from starlette.datastructures import Headers
@@ -45,7 +46,7 @@ class BrowserGuard(HttpMiddleware):
         checks = config.settings().browser
         host, allowed = headers.get("host", ""), allowed_hosts()
         health_check = scope["path"] == HEALTH_CHECK[0] and scope["method"] in HEALTH_CHECK[1]
-        if allowed is not None and not health_check and hostname(host) not in {hostname(name) for name in allowed}:
+        if allowed is not None and not health_check and hostname(host) not in _hostnames(allowed):
             return 400, (
                 f"Host {quoted(host)} is not one this app answers to: set ALLOWED_HOSTS to the host names clients "
                 f"use to reach it (comma-separated; by default only {', '.join(LOOPBACK_HOSTS)})."
@@ -75,6 +76,12 @@ def _own_origin(scope: Scope, headers: Headers) -> str:
     return f"{scheme}://{headers.get('x-forwarded-host') or headers.get('host', '')}"
 
 
+@functools.lru_cache(maxsize=8)
+def _hostnames(allowed: tuple[str, ...]) -> frozenset[str | None]:
+    return frozenset(hostname(name) for name in allowed)
+
+
+@functools.lru_cache(maxsize=256)  # a request's Host parsed once, not on each request (clients use a few)
 def hostname(host: str) -> str | None:
     """The host name of a Host header (`host[:port]`, an IPv6 address in brackets) as the URL grammar reads it,
     lowercased and without brackets; None for one that is not a host: userinfo (`a@b`), a bad port, a path."""
