@@ -120,18 +120,25 @@ def model_named(name: str) -> Model:
 def _model(current: LLMSettings) -> Model:
     from agents import OpenAIChatCompletionsModel, OpenAIResponsesModel
 
-    from agent_server.model_ends import keep_ended_answers
-    from agent_server.model_requests import send_plain_json
     from agent_server.output_items import UniqueCallIds
 
-    client = send_plain_json(_client(current.provider, current.base_url))
-    if current.api == "responses":  # an answer cut short keeps its text (model_ends.py)
-        return UniqueCallIds(OpenAIResponsesModel(model=current.model, openai_client=keep_ended_answers(client)))
+    client = _client(current.provider, current.base_url)
+    if current.api == "responses":
+        return UniqueCallIds(OpenAIResponsesModel(model=current.model, openai_client=client))
     return UniqueCallIds(OpenAIChatCompletionsModel(model=current.model, openai_client=client))
 
 
 @functools.lru_cache(maxsize=4)
 def _client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
+    """The provider's client, which all its models share, set up once: its calls send plain JSON arguments as they
+    are (model_requests.py), and a Responses answer cut short keeps its text (model_ends.py)."""
+    from agent_server.model_ends import keep_ended_answers
+    from agent_server.model_requests import send_plain_json
+
+    return keep_ended_answers(send_plain_json(_new_client(provider, base_url)))
+
+
+def _new_client(provider: Provider, base_url: str | None) -> AsyncOpenAI:
     from openai import AsyncOpenAI
 
     if provider == "offline":

@@ -23,6 +23,7 @@ from agents import Agent
 from agents.exceptions import ModelBehaviorError
 from agents.items import MessageOutputItem, ReasoningItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
+from openai import AsyncOpenAI
 from openai.types.responses import Response, ResponseOutputMessage, ResponseReasoningItem
 
 from agent_server.errors import ModelAnswerFailed
@@ -51,7 +52,7 @@ class _Responses(PlainResponses):
 _Responses.__name__ = PlainResponses.__name__  # openai's: MLflow names a traced call's span after the class
 
 
-def keep_ended_answers(client: Any) -> Any:
+def keep_ended_answers(client: AsyncOpenAI) -> AsyncOpenAI:
     """The client, its non-streamed Responses answers that end incomplete or failed raised as ModelEnded."""
     client.__dict__["responses"] = _Responses(client)  # the client's `responses` is a cached_property
     return client

@@ -96,7 +96,7 @@ PlainCompletions.__name__ = AsyncCompletions.__name__
 PlainResponses.__name__ = AsyncResponses.__name__
 
 
-def send_plain_json(client: Any) -> Any:
+def send_plain_json(client: openai.AsyncOpenAI) -> openai.AsyncOpenAI:
     """The client, its chat completions and Responses calls sending plain JSON arguments without openai's walk."""
     client.chat.__dict__["completions"] = PlainCompletions(client)  # cached_propertys, as model_ends.py sets
     client.__dict__["responses"] = PlainResponses(client)

@@ -5,6 +5,7 @@ wraps create() (MLflow's autolog) sees the arguments as the SDK gave them."""
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Any
@@ -16,8 +17,9 @@ from openai.resources.chat.completions import AsyncCompletions
 from openai.resources.responses import AsyncResponses
 from openai.types.chat import completion_create_params
 from openai.types.responses import response_create_params
-from support import post
+from support import Conversation, message_text, post
 
+from agent_server import llm
 from agent_server.model_requests import moved, parameters, unwrapped
 
 PARAMETERS = [
@@ -136,3 +138,13 @@ def test_a_traced_model_call_records_the_history_it_was_given(app_client, api_mo
     calls = [span for span in trace.data.spans if span.name == RESOURCES[api_mode].__name__]  # openai's class
     assert len(calls) == 1 and "Thanks. Say hello" in str(calls[0].inputs[key]), [s.name for s in trace.data.spans]
     assert not calls[0].inputs.get("extra_body")
+
+
+def test_a_model_of_the_other_api_mode_made_later_leaves_this_ones_calls_as_they_were(app_client, api_mode) -> None:
+    """Every model of a provider shares its client, set up once: making one of the other API mode (a model users
+    may pick) once undid the Responses client's keeping of an answer cut short, and the cut answer was a 502."""
+    other = "chat_completions" if api_mode == "responses" else "responses"
+    llm.model(dataclasses.replace(llm.llm_settings(), api=other, model=f"{other}-model"))
+    items = Conversation(app_client, False).send("Hello there, please cut it short")
+    assert message_text(items[0]).startswith("Offline model: I saw 1 user")
+    assert items[0].get("status") == ("incomplete" if api_mode == "responses" else "completed"), items
