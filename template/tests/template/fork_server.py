@@ -34,6 +34,10 @@ from typing import Any
 LIBRARIES = ["agents", "mlflow.genai.agent_server", "mlflow.openai", "mlflow.tracing.processor.mlflow_v3"]
 LIBRARIES += ["fastapi", "uvicorn", "sqlalchemy.ext.asyncio", "openai.lib.streaming.chat", "httpcore2", "git"]
 LIBRARIES += ["joserfc.jwe", "joserfc.jwt", "joserfc.jwk", "authlib.integrations.httpx_client"]
+LIBRARIES += ["openai.resources.chat.completions", "openai.resources.responses", "openai.lib.streaming.responses"]
+LIBRARIES += ["agents.mcp.manager", "mlflow.openai._agent_tracer", "mlflow.store.tracking.file_store"]
+LIBRARIES += ["mlflow.tracing.export.mlflow_v3", "mlflow.tracing.export.async_export_queue", "sqlite3"]
+LIBRARIES += ["sqlalchemy.dialects.sqlite.aiosqlite", "sqlalchemy.dialects.postgresql.asyncpg"]
 
 # The console scripts it runs, and the module whose main() each runs (as its entry point in the venv does).
 SCRIPTS = {"start-app": "agent_server.start_server", "uvicorn": "uvicorn.main"}
