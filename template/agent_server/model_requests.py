@@ -51,7 +51,7 @@ def unwrapped(resource: type, name: str = "create") -> bool:
     return isinstance(method, types.FunctionType) and method.__code__.co_filename.startswith(OPENAI_FOLDER)
 
 
-def parameters(resource: type[AsyncCompletions] | type[AsyncResponses]) -> frozenset[str]:
+def parameters(resource: type[Any]) -> frozenset[str]:
     """The names create() takes (its signature, through openai's wrapper of it)."""
     return frozenset(inspect.signature(resource.create).parameters) - {"self"}
 
@@ -73,22 +73,24 @@ def moved(arguments: dict[str, Any], accepted: frozenset[str]) -> dict[str, Any]
     return {**kept, "extra_body": {**body, **(extra or {})}}  # extra_body wins over the arguments, as in openai
 
 
-class PlainCompletions(AsyncCompletions):
-    _accepted = parameters(AsyncCompletions)
+ACCEPTED = {resource: parameters(resource) for resource in (AsyncCompletions, AsyncResponses)}
 
+
+def lean(resource: type[Any], arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """`moved()` arguments for the resource's create(), unless a tracer wraps it: None, to call it as it was called."""
+    return moved(arguments, ACCEPTED[resource]) if unwrapped(resource) else None
+
+
+class PlainCompletions(AsyncCompletions):
     async def create(self, **arguments: Any) -> Any:
-        lean = moved(arguments, self._accepted) if unwrapped(AsyncCompletions) else None
-        if lean is None:
+        if (plain_arguments := lean(AsyncCompletions, arguments)) is None:
             return await super().create(**arguments)
-        return await super().create(messages=(), **lean)  # required by create(); extra_body's messages replace them
+        return await super().create(messages=(), **plain_arguments)  # create() requires it; extra_body's replaces it
 
 
 class PlainResponses(AsyncResponses):
-    _accepted = parameters(AsyncResponses)
-
     async def create(self, **arguments: Any) -> Any:
-        lean = moved(arguments, self._accepted) if unwrapped(AsyncResponses) else None
-        return await super().create(**(arguments if lean is None else lean))
+        return await super().create(**(lean(AsyncResponses, arguments) or arguments))
 
 
 # MLflow names a traced model call's span after the class of the resource called: openai's names, as before.

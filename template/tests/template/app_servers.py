@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -86,29 +87,32 @@ atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 LOG_NUMBERS = itertools.count()
 
 TRACED = {"MLFLOW_TRACE_SAMPLING_RATIO": "1"}  # app_env(**TRACED): an app that traces every request, as by default
-_MIGRATED: list[Path] = []  # this process's empty database at the app's schema, made once (fresh_database)
 
 
 def fresh_database(path: Path) -> str:
     """An empty conversation database at `path`, at this release's schema: a copy (with its mode) of one that the
     app's store made once in this process. A migration from nothing is some 25 ms of CPU, and the tests make
     hundreds of databases; a copy is a fraction of a millisecond."""
-    if not _MIGRATED:
-        import sqlalchemy as sa
-
-        from agent_server.memory.store import Store
-
-        made = Path(tempfile.mkdtemp(prefix="migrated-", dir=SCRATCH)) / "conversations.db"
-
-        async def migrate() -> None:
-            store = Store(sa.URL.create("sqlite+pysqlite", database=str(made)))
-            await store.open()
-            await store.close()
-
-        asyncio.run(migrate())
-        _MIGRATED.append(made)
-    shutil.copy2(_MIGRATED[0], path)
+    shutil.copy2(_migrated_database(), path)
     return str(path)
+
+
+@functools.cache
+def _migrated_database() -> Path:
+    """This process's empty database at the app's schema, made once (fresh_database)."""
+    import sqlalchemy as sa
+
+    from agent_server.memory.store import Store
+
+    made = Path(tempfile.mkdtemp(prefix="migrated-", dir=SCRATCH)) / "conversations.db"
+
+    async def migrate() -> None:
+        store = Store(sa.URL.create("sqlite+pysqlite", database=str(made)))
+        await store.open()
+        await store.close()
+
+    asyncio.run(migrate())
+    return made
 
 
 def app_env(**values: str) -> dict[str, str]:
