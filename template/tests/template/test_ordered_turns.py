@@ -214,14 +214,16 @@ def test_a_free_conversation_goes_to_the_turn_that_waits_for_it_and_a_dead_waite
             await store.start_turn(ADA, conversation, "first", 60)
             hello = StoredItem({"role": "user", "content": "Hello"}, None)
             await store.finish_turn(ADA, conversation, "first", [hello], False, "Hello", 0)  # free again
-            for conversation_id, lease in ((conversation, "waiter"), (gone, "gone-waiter")):  # `gone` has no row
+            # Leases of their own: a database another run of this test used still holds that run's dead places.
+            waiter, gone_waiter = f"waiter-{uuid.uuid4()}", f"gone-waiter-{uuid.uuid4()}"
+            for conversation_id, lease in ((conversation, waiter), (gone, gone_waiter)):  # `gone` has no row
                 place = {"owner": ADA, "conversation_id": conversation_id, "lease": lease, "expires_at": time.time()}
                 await store.run(lambda c, place=place: c.execute(turn_queue.insert().values(place)), write=True)
-            await store.run(_places_good_for(60), write=True)
+            await store.run(_places_good_for(60, waiter, gone_waiter), write=True)
             for conversation_id in (conversation, gone):
                 with pytest.raises(Busy):
                     await store.start_turn(ADA, conversation_id, "newcomer", 60)
-            await store.run(_places_good_for(-1), write=True)  # their processes stopped keeping them
+            await store.run(_places_good_for(-1, waiter, gone_waiter), write=True)  # their processes stopped
             assert [s.item["content"] for s in await store.start_turn(ADA, conversation, "newcomer", 60)] == ["Hello"]
             assert await store.start_turn(ADA, gone, "newcomer", 60) == []
         finally:
@@ -230,8 +232,9 @@ def test_a_free_conversation_goes_to_the_turn_that_waits_for_it_and_a_dead_waite
     asyncio.run(run())
 
 
-def _places_good_for(seconds: float) -> Callable[[sa.Connection], None]:
+def _places_good_for(seconds: float, *leases: str) -> Callable[[sa.Connection], None]:
     def update(connection: sa.Connection) -> None:
-        connection.execute(turn_queue.update().values(expires_at=time.time() + seconds))
+        kept = turn_queue.update().where(turn_queue.c.lease.in_(leases))
+        connection.execute(kept.values(expires_at=time.time() + seconds))
 
     return update

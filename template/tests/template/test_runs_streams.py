@@ -103,7 +103,9 @@ def test_a_run_is_one_trace_however_often_its_stream_is_read(client, slow):
         with client.stream("GET", f"/responses/{run_id}", params={"stream": "true", "starting_after": "-1"}) as read:
             next(read.iter_lines())
     slow.release.set()
-    trace_id = ended(client, run_id)["metadata"]["trace_id"]
+    run = ended(client, run_id)
+    assert run["status"] == "completed", run["error"]
+    trace_id = run["metadata"]["trace_id"]
     for cursor in ("-1", "2"):
         client.get(f"/responses/{run_id}", params={"stream": "true", "starting_after": cursor})
     mlflow.flush_trace_async_logging()
