@@ -26,7 +26,7 @@ from agent_server.identity import LOCAL_OWNER, owner_of  # the caller's identity
 from agent_server.memory import database, rate_counts
 from agent_server.memory.conversation_models import keep_model, stored_model
 from agent_server.memory.database import check_database, open_memory, store, transact
-from agent_server.memory.leases import HOLDER, INSTANCE, is_dead_predecessor
+from agent_server.memory.leases import INSTANCE, holder, is_dead_predecessor
 from agent_server.memory.references import has_references
 from agent_server.memory.references import resolved as resolved_references
 from agent_server.memory.store import Unavailable
@@ -54,7 +54,6 @@ async def close_memory() -> None:
 
 __all__ = [
     "CONVERSATION_ID",
-    "HOLDER",
     "INSTANCE",
     "LOCAL_OWNER",
     "History",
@@ -68,6 +67,7 @@ __all__ = [
     "conversations_table",
     "enabled",
     "has_references",
+    "holder",
     "holds_all",
     "is_dead_predecessor",
     "keep_model",

@@ -2,7 +2,7 @@
 """Turn leases that know when their holder is gone.
 
 A turn holds its conversation with a lease (store.py) that names its holder, this process on this instance
-(HOLDER), and is good for three renewals' time: this process renews the leases of its running turns every
+(holder()), and is good for three renewals' time: this process renews the leases of its running turns every
 MEMORY_LEASE_RENEW_SECONDS (10 s), so a lease whose holder died (kill -9, an OOM, a lost machine) is free
 within 30 s, on SQLite and across instances on PostgreSQL. A process that starts frees at once the leases
 of its own dead predecessors: holders on this instance whose process no longer runs. MEMORY_TURN_LEASE_SECONDS
@@ -46,12 +46,17 @@ def _instance() -> str:
 
 
 INSTANCE = _instance()
-HOLDER = f"{INSTANCE}:{os.getpid()}"
+
+
+def holder() -> str:
+    """This process on this instance: `instance:pid`. Read as it is asked for, not once at import: a process forked
+    from one that imported the app (gunicorn --preload, a fork server) is another holder."""
+    return f"{INSTANCE}:{os.getpid()}"
 
 
 def new_lease() -> str:
     """A lease that names its holder: `instance:pid/random`, at most 64 characters (the column's width)."""
-    return f"{HOLDER}/{uuid.uuid4().hex[:24]}"
+    return f"{holder()}/{uuid.uuid4().hex[:24]}"
 
 
 @dataclass(frozen=True)
@@ -114,11 +119,11 @@ def _renewing(leases: list[str], until: float) -> Callable[[sa.Connection], None
 def is_dead_predecessor(lease: str) -> bool:
     """Was `lease` taken by a process of this instance that no longer runs (or by an earlier process with this
     process's id, which holds nothing yet when it frees them)?"""
-    holder = lease.split("/", 1)[0]
-    instance, _, pid = holder.rpartition(":")
+    taker = lease.split("/", 1)[0]
+    instance, _, pid = taker.rpartition(":")
     if instance != INSTANCE or not pid.isdigit():
         return False
-    if holder == HOLDER:
+    if taker == holder():
         return True
     try:
         os.kill(int(pid), 0)

@@ -5,7 +5,7 @@ one PostgreSQL database (rate_limits.py asks here only with a limit set, and mem
 - Turns a minute: a token bucket per identity in `agent_rate_limits`, full at RATE_LIMIT_TURNS_PER_MINUTE and
   refilled at that rate, in wall-clock time (the instances' clocks are the hosts'). A bucket idle for a minute is
   full again, so idle ones are deleted.
-- Turns at once: a row per running turn in `agent_turns_running`, naming its process (leases.HOLDER) and renewed by
+- Turns at once: a row per running turn in `agent_turns_running`, naming its process (leases.holder()) and renewed by
   it every MEMORY_LEASE_RENEW_SECONDS for three renewals' time, so a turn whose process died (kill -9) stops counting
   within 30 s, as a turn lease is freed.
 
@@ -55,7 +55,7 @@ def running_row_seconds() -> float:
 async def claim(owner: str, per_minute: int, at_once: int) -> tuple[Refusal | None, str | None]:
     """Take a turn for `owner` on every instance's count: (why not, None), or (None, the turn's row id to release;
     None when no row was kept). Unavailable if the store failed."""
-    turn = f"{leases.HOLDER}/{uuid.uuid4().hex[:24]}" if at_once else None
+    turn = f"{leases.holder()}/{uuid.uuid4().hex[:24]}" if at_once else None
     now = time.time()
 
     def transaction(connection: sa.Connection) -> Refusal | None:
@@ -101,7 +101,8 @@ def _claim(
             )
         connection.execute(rate_limits.update().where(rate_limits.c.owner == owner).values(tokens=tokens - 1, at=now))
     if turn is not None:
-        connection.execute(turns_running.insert().values(id=turn, owner=owner, holder=leases.HOLDER, expires_at=until))
+        started = {"id": turn, "owner": owner, "holder": leases.holder(), "expires_at": until}
+        connection.execute(turns_running.insert().values(started))
     return None
 
 

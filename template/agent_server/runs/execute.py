@@ -22,7 +22,7 @@ from typing import Any
 from agent_server import config, memory
 from agent_server.errors import HttpError, error_body, error_of, failure_answer
 from agent_server.history import INTERRUPTED_CALL_OUTPUT
-from agent_server.memory import HOLDER, Unavailable
+from agent_server.memory import Unavailable, holder
 from agent_server.runs import events, store
 from agent_server.runs.live import LiveRun, StreamTooLong, error_event
 from agent_server.runs.store import Run
@@ -247,6 +247,6 @@ async def _forget(live: LiveRun) -> None:
 async def _hand_over(live: LiveRun) -> None:
     await live.flush_all()
     with contextlib.suppress(Unavailable):
-        await memory.transact(store.hand_over(HOLDER, [live.run.id]), write=True)
+        await memory.transact(store.hand_over(holder(), [live.run.id]), write=True)
     live.close()
     RUNNING.pop(live.run.id, None)

@@ -31,7 +31,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from agent_server import config, llm, memory
-from agent_server.memory import HOLDER, INSTANCE, Unavailable, is_dead_predecessor
+from agent_server.memory import INSTANCE, Unavailable, holder, is_dead_predecessor
 from agent_server.runs import execute, store
 from agent_server.runs.store import Run
 
@@ -108,7 +108,7 @@ async def beat() -> None:
     now = time.time()
     if execute.RUNNING:
         starts = {run_id: live.run.attempts for run_id, live in execute.RUNNING.items()}
-        beating = store.heartbeat(HOLDER, starts, now + run_hold_seconds())
+        beating = store.heartbeat(holder(), starts, now + run_hold_seconds())
         nothing: tuple[list[str], list[str]] = ([], [])
         cancelled, lost = await _safely(beating, nothing)
         for run_id in lost:  # another process claimed it, or it was deleted: its work here stops (live.lose)
@@ -126,10 +126,10 @@ async def _claim(orphans: list[Run]) -> None:
     for run in orphans:
         if run.id in execute.RUNNING:
             continue
-        if not await _safely(store.claim(run, HOLDER, time.time() + run_hold_seconds()), False):
+        if not await _safely(store.claim(run, holder(), time.time() + run_hold_seconds()), False):
             continue  # another process took it first
         earlier = [data for _seq, data in await _all_events(run.id)]
-        run.attempts, run.holder = run.attempts + 1, HOLDER  # the run's fence, as the claim wrote it (store.holds)
+        run.attempts, run.holder = run.attempts + 1, holder()  # the run's fence, as the claim wrote it (store.holds)
         if run.attempts > execute.MAX_ATTEMPTS:
             await execute.fail_stopped(run, earlier, f"it was started {execute.MAX_ATTEMPTS} times.")
         elif llm.needs_user_token():

@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from agent_server import identity, memory, model_choice
 from agent_server.errors import BadRequest, Conflict, HttpError
-from agent_server.memory import HOLDER
+from agent_server.memory import holder
 from agent_server.runs import events, execute, store
 from agent_server.runs.live import LiveRun, follow_stored
 from agent_server.runs.recovery import run_hold_seconds
@@ -98,7 +98,7 @@ async def _run(headers: Headers, body: dict[str, Any], key: str | None, path: st
     now = time.time()
     new = Run(
         f"resp_{uuid.uuid4().hex}", owner, conversation_id, key, digest, body, bool(answer_as["background"]),
-        holder=HOLDER, heartbeat_until=now + run_hold_seconds(), created_at=now,
+        holder=holder(), heartbeat_until=now + run_hold_seconds(), created_at=now,
     )  # fmt: skip
     found = await memory.transact(store.create(new), write=True)
     if found.id != new.id:  # the key's run

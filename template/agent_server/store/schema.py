@@ -92,7 +92,7 @@ runs = sa.Table(
     sa.Column("body", sa.Text, nullable=False),  # the request as the run runs it, to resume it after a crash
     sa.Column("background", sa.Boolean, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("holder", sa.String(64)),  # the process running it (leases.HOLDER); None: free to claim
+    sa.Column("holder", sa.String(64)),  # the process running it (leases.holder()); None: free to claim
     time_column("heartbeat_until", index=True),
     sa.Column("cancel_requested", sa.Boolean, nullable=False),
     sa.Column("attempts", sa.Integer, nullable=False),
@@ -211,7 +211,7 @@ turns_running = sa.Table(
     metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     owner_column(nullable=False, index=True),
-    sa.Column("holder", sa.String(64), nullable=False, index=True),  # the process running it (leases.HOLDER)
+    sa.Column("holder", sa.String(64), nullable=False, index=True),  # the process running it (leases.holder())
     time_column("expires_at"),  # renewed while it runs: a dead holder's turn stops counting
 )
 
