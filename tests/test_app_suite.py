@@ -26,7 +26,8 @@ SUITES = {
     "defaults": WHOLE,
     "offline-responses": WHOLE,
     "no-ci": WHOLE,
-    "databricks-responses": [*RENDER_SENSITIVE, "-m", "not waits and not api_modes"],
+    # In one process: for these few tests, parallel processes that each import and collect them took twice the CPU.
+    "databricks-responses": [*RENDER_SENSITIVE, "-m", "not waits and not api_modes", "-n", "0"],
 }
 # An owner's test named like one of the template's (tests/template/test_memory.py): both run in one suite.
 OWNER_TEST = '''"""My own memory test."""

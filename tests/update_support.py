@@ -153,7 +153,9 @@ def relock_and_test(app: Path, *tests: str) -> str:
     """The closing message's steps: `uv lock`, `uv sync --locked`, `uv run pytest`; returns pytest's output."""
     uv_from_cache("lock", "--no-config", cwd=app)
     uv("sync", "--locked", "--dev", "--no-config", cwd=app)
-    pytest_args = ["pytest", "-v", "-p", "no:cacheprovider", *tests]
+    # In one process (-n 0): for a few files, each of `uv run pytest`'s parallel processes would import and collect
+    # them again, for twice the CPU and no sooner an end.
+    pytest_args = ["pytest", "-v", "-p", "no:cacheprovider", "-n", "0", *tests]
     result = uv("run", "--locked", "--no-config", *pytest_args, cwd=app, env=app_env())
     assert_all_passed(result)
     return result.stdout
