@@ -243,20 +243,22 @@ def replayed_twice(items: Sequence[Any]) -> set[int]:
     and that output are the call; the response and the repeated call would make the model see
     it twice.
     """
-    requested = {
-        item.get("id") for item in items if isinstance(item, Mapping) and item.get("type") == "mcp_approval_request"
-    }
+    mappings = [(index, item) for index, item in enumerate(items) if isinstance(item, Mapping)]
+    requested = {_text(item, "id") for _, item in mappings if item.get("type") == "mcp_approval_request"} - {None}
     answered = {
-        item.get("call_id")
-        for item in items
-        if isinstance(item, Mapping) and item.get("type") == "function_call_output" and item.get("call_id") in requested
+        _text(item, "call_id")
+        for _, item in mappings
+        if item.get("type") == "function_call_output" and _text(item, "call_id") in requested
     }
     return {
         index
-        for index, item in enumerate(items)
-        if isinstance(item, Mapping)
-        and (
-            (item.get("type") == "mcp_approval_response" and item.get("approval_request_id") in answered)
-            or (item.get("type") == "function_call" and item.get("call_id") in requested)
-        )
+        for index, item in mappings
+        if (item.get("type") == "mcp_approval_response" and _text(item, "approval_request_id") in answered)
+        or (item.get("type") == "function_call" and _text(item, "call_id") in requested)
     }
+
+
+def _text(item: Mapping[str, Any], key: str) -> str | None:
+    """item[key] if it is a string: an id of another type (a list, say) matches nothing, and cannot be hashed."""
+    value = item.get(key)
+    return value if isinstance(value, str) else None
