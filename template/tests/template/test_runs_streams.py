@@ -7,6 +7,7 @@ and on PostgreSQL too when MEMORY_TEST_POSTGRES_URL names one (test_memory.py's 
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from support import reply_text, sse_events
@@ -94,8 +95,10 @@ def test_a_last_event_that_would_pass_the_event_bytes_is_written_without_its_out
 
 
 @pytest.mark.usefixtures("traced")
-def test_a_run_is_one_trace_however_often_its_stream_is_read(client, slow):
+def test_a_run_is_one_trace_however_often_its_stream_is_read(client, slow, caplog):
     import mlflow
+
+    caplog.set_level(logging.INFO, "agent_server.runs")  # a run resumed or claimed says so (for the trace's assert)
 
     run_id = client.post("/responses", json={"input": [{"role": "user", "content": "Please hold"}], "background": True})
     run_id = run_id.json()["id"]
@@ -105,6 +108,7 @@ def test_a_run_is_one_trace_however_often_its_stream_is_read(client, slow):
     slow.release.set()
     run = ended(client, run_id)
     assert run["status"] == "completed", run["error"]
+    assert run.get("metadata", {}).get("trace_id"), f"no trace: {run}\n{caplog.text}"
     trace_id = run["metadata"]["trace_id"]
     for cursor in ("-1", "2"):
         client.get(f"/responses/{run_id}", params={"stream": "true", "starting_after": cursor})
