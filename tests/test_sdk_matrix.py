@@ -53,8 +53,8 @@ def test_app_history_and_multiturn_tests_pass(renders, line):
     assert installed.stdout.strip().startswith(f"{line}."), installed.stdout
     # In one process (-n 0): the tests of a line are all CPU, and parallel processes, each importing and collecting
     # them, doubled the CPU for no sooner an end.
-    pytest = ["pytest", "-p", "no:cacheprovider", "-q", "-n", "0", *APP_TESTS]
-    result = uv(*with_sdk, *pytest, cwd=app, env=MATRIX_ENV)
+    pytest_args = ["pytest", "-p", "no:cacheprovider", "-q", "-n", "0", *APP_TESTS]
+    result = uv(*with_sdk, *pytest_args, cwd=app, env=MATRIX_ENV)
     assert_all_passed(result)
 
 
