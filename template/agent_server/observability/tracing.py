@@ -99,7 +99,7 @@ def configure(env: MutableMapping[str, str] | None = None) -> None:
         store = Path(local_file_uri_to_path(uri))
         FileStore(str(store))  # creates a new store now, with MLflow's default experiment, so it can be made private
         make_private(store)
-        keep_pruned(store, limits)
+        keep_pruned(store.resolve(), limits)
     if records_nothing(env):
         # MLflow would keep no trace: the SDK's own tracing would still build every span of every run.
         set_tracing_disabled(True)
@@ -289,6 +289,7 @@ def prune(store: Path, limits: TraceLimits, now: float | None = None, sizes: dic
 
 # Held by a pruning pass, and by `uv run evaluate` for as long as it writes and reads its traces (pruning_held).
 _PRUNING = threading.Lock()
+_PRUNED: dict[Path, TraceLimits] = {}  # each store a thread of this process prunes, with its latest limits
 
 
 @contextlib.contextmanager
@@ -299,22 +300,21 @@ def pruning_held() -> Iterator[None]:
         yield
 
 
-def keep_pruned(store: Path, limits: TraceLimits) -> threading.Thread:
-    """Prune now, then every minute in a daemon thread (it dies with the app); a pass is skipped while held."""
-
+def keep_pruned(store: Path, limits: TraceLimits) -> None:
+    """Prune now, then every minute in a store's one daemon thread (it dies with the app); skipped while held."""
+    first, _PRUNED[store] = store not in _PRUNED, limits  # configured again (tests do): its next pass takes these
     sizes: dict[Path, int] = {}
 
     def loop() -> None:
         while True:
             if _PRUNING.acquire(blocking=False):
                 try:
-                    prune(store, limits, sizes=sizes)
+                    prune(store, _PRUNED[store], sizes=sizes)
                 except OSError as error:  # a file that vanished under us; try again next time
                     logger.warning("Could not prune local traces: %s", error)
                 finally:
                     _PRUNING.release()
             time.sleep(PRUNE_EVERY_SECONDS)
 
-    thread = threading.Thread(target=loop, name="trace-pruner", daemon=True)
-    thread.start()
-    return thread
+    if first:
+        threading.Thread(target=loop, name="trace-pruner", daemon=True).start()

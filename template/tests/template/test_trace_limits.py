@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import mlflow
 import pytest
 
 from agent_server.config import TraceLimits
+from agent_server.observability import tracing
 from agent_server.observability.tracing import preview, prune
 
 LIMITS = TraceLimits(payload_chars=100, max_bytes=3000, max_age_seconds=3600)
@@ -58,6 +60,20 @@ def test_prune_reads_each_settled_trace_once_and_still_counts_new_ones(tmp_path)
     left = sorted(path.name for path in (tmp_path / "0" / "traces").iterdir())
     assert left == ["tr-middle", "tr-new", "tr-writing"]
     assert "tr-old" not in {folder.name for folder in sizes}, "a deleted trace is forgotten"
+
+
+def test_configuring_tracing_again_starts_no_second_pruner_for_its_store():
+    """A store is pruned by one thread of the process, however often tracing is configured (the tests' conftest.py
+    configures it again for each traced test; each call started a pruner of its own before)."""
+
+    def pruners() -> int:
+        return sum(thread.name == "trace-pruner" for thread in threading.enumerate())
+
+    tracing.configure()
+    before = pruners()
+    tracing.configure()
+    tracing.configure()
+    assert before >= 1 and pruners() == before
 
 
 def test_the_store_is_private(app_client):
