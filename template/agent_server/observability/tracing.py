@@ -301,20 +301,20 @@ def pruning_held() -> Iterator[None]:
 
 
 def keep_pruned(store: Path, limits: TraceLimits) -> None:
-    """Prune now, then every minute in a store's one daemon thread (it dies with the app); skipped while held."""
-    first, _PRUNED[store] = store not in _PRUNED, limits  # configured again (tests do): its next pass takes these
-    sizes: dict[Path, int] = {}
+    """Prune `store` now, then every minute (skipped while held), in its one daemon thread (it dies with the app)."""
+    started, _PRUNED[store] = store in _PRUNED, limits  # configured again (the tests do): its next pass takes these
+    if not started:
+        threading.Thread(target=_prune_every_minute, args=(store,), name="trace-pruner", daemon=True).start()
 
-    def loop() -> None:
-        while True:
-            if _PRUNING.acquire(blocking=False):
-                try:
-                    prune(store, _PRUNED[store], sizes=sizes)
-                except OSError as error:  # a file that vanished under us; try again next time
-                    logger.warning("Could not prune local traces: %s", error)
-                finally:
-                    _PRUNING.release()
-            time.sleep(PRUNE_EVERY_SECONDS)
 
-    if first:
-        threading.Thread(target=loop, name="trace-pruner", daemon=True).start()
+def _prune_every_minute(store: Path) -> None:
+    sizes: dict[Path, int] = {}  # of settled traces, kept between passes (prune); each pass takes the latest limits
+    while True:
+        if _PRUNING.acquire(blocking=False):
+            try:
+                prune(store, _PRUNED[store], sizes=sizes)
+            except OSError as error:  # a file that vanished under us; try again next time
+                logger.warning("Could not prune local traces: %s", error)
+            finally:
+                _PRUNING.release()
+        time.sleep(PRUNE_EVERY_SECONDS)
