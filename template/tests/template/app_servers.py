@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -325,13 +324,9 @@ def free_port() -> int:
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` free loopback ports, none twice: each is held while the next is chosen (free_port() called again
-    may give back the port it gave, once let go, and two servers then meet on one port)."""
-    with contextlib.ExitStack() as held:
-        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
+    """`count` free loopback ports, none twice, and none that another test process is given meanwhile
+    (port_owners.free_ports)."""
+    return port_owners.free_ports(count)
 
 
 class PortTaken(AssertionError):

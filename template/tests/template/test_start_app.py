@@ -8,12 +8,13 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import app_fork_server
 import httpx
 import loopback
 import pytest
-from support import START_APP, StartedApp, app_env, free_port
+from support import START_APP, StartedApp, app_env, free_port, free_ports
 
 from agent_server import start_server
 
@@ -53,6 +54,21 @@ def test_listens_on_loopback_unless_deployed_or_told(app_settings, env, argv, ho
     for name, value in env.items():
         app_settings.setenv(name, value)
     assert start_server.parse_args(argv).host == host
+
+
+def test_ports_asked_for_in_turn_by_two_test_processes_are_never_the_same():
+    """Two pytest workers each start an app on a port they asked for; the app binds it only once it has loaded. A
+    port the kernel chose (a bind to port 0) is free only as it is chosen, and the kernel hands it out again: 300
+    asks here gave 6 ports twice, and two apps then met on one port (app_servers.PortTaken). Ports come from a
+    counter the test processes share (port_owners.free_ports)."""
+    asks = 300
+    other = subprocess.run(
+        [sys.executable, "-c", f"import json, port_owners; print(json.dumps(port_owners.free_ports({asks})))"],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).parent,
+    )  # fmt: skip
+    ours = [port for _ in range(asks // 3) for port in free_ports(3)]
+    ports = json.loads(other.stdout) + ours
+    assert len(set(ports)) == len(ports) == 2 * asks
 
 
 def test_listening_beyond_loopback_the_app_answers_only_to_the_names_allowed():
