@@ -6,9 +6,10 @@ A process that starts the app spends about 2 s of CPU importing openai-agents, M
 serves (`python -X importtime -c "import agent_server.app"`); the tests start dozens, and on two cores that was
 a good part of the suite's time. The fork server imports those libraries once a run (about 3.7 s of CPU; once
 per test process, it was that three times) and forks each app from itself: a process of its own, with its own
-pid, environment, folder and log, that runs start-app's main() as the console script does. agent_server itself
-is imported in each app process, after its environment is set, as at a real start. Tests about what a start
-imports, or about a setting a library reads as it is imported, run the console script itself
+pid, environment, folder and log, that runs start-app's main() as the console script does. The server imports the
+template's own modules too, which read no setting as they are imported (test_fork_server.py checks); the owner's
+agent.py, and what imports it, each app process imports after its environment is set, as at a real start. Tests
+about what a start imports, or about a setting a library reads as it is imported, run the console script itself
 (test_start_app.py, test_tracing.py). run() runs start-app to its exit, for the tests of the settings that stop
 it. call() runs a function in such a process, for a test that changes what a process keeps for its life
 (test_tracing.py).

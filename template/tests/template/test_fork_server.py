@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import app_fork_server
+import fork_server
 from support import START_APP, app_env, free_port
 
 
@@ -48,3 +49,21 @@ def test_a_process_whose_test_process_went_away_is_killed(tmp_path):
     while Path(f"/proc/{app}").exists():
         assert time.monotonic() < deadline, "the app outlived the test process that asked for it"
         time.sleep(0.05)
+
+
+def telemetry_setting() -> str | None:
+    return os.environ.get("MLFLOW_DISABLE_TELEMETRY")
+
+
+def test_the_template_modules_the_server_imports_read_nothing_of_the_environment_but_the_apps_defaults():
+    """The fork server imports the template's modules once for all the processes it forks (fork_server.py). That is
+    only right while none of them reads a setting as it is imported: each process would have the server's. The one
+    that does, agent_server/__init__.py (MLflow's telemetry off, unless the environment says otherwise), runs again
+    in each process, with that process's environment."""
+    assert app_fork_server.call(telemetry_setting, env={}) == "true"
+    assert app_fork_server.call(telemetry_setting, env={"MLFLOW_DISABLE_TELEMETRY": "false"}) == "false"
+    preloaded = json.loads(Path(os.environ[app_fork_server.FOLDER], fork_server.PRELOADED).read_text())
+    assert preloaded["read"] == [["MLFLOW_DISABLE_TELEMETRY", "__init__.py"]]
+    # The owner's agent.py, and what imports it, each process imports itself.
+    assert {"agent_server.config", "agent_server.memory", "agent_server.history"} <= set(preloaded["imported"])
+    assert not {"agent_server.agent", "agent_server.app", "agent_server.turn.serve"} & set(preloaded["imported"])
