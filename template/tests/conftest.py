@@ -23,6 +23,13 @@ from agent_server import config, llm
 # The template's tests and their helpers (support.py, ...), importable from every test, yours too.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "template"))
 
+# Each of a run's processes (its test processes, the fork server, the apps it starts) imports the app and the
+# tests. With PYTHONDONTWRITEBYTECODE (set in many CI images and containers) none keeps what it compiles, and each
+# compiles the app's modules and rewrites the tests again: about 3 s of CPU a test process. The run keeps it in
+# __pycache__, as Python does by default (the venv's libraries are compiled as uv installs them: pyproject.toml).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 class AppSettings:
     """The tests' one way to change a setting: set (or unset) the variable, then read the settings again

@@ -1,9 +1,12 @@
 # Owned by the template: changes here are overwritten by `copier update`. Put your own tests in new files.
 """The order a parallel run hands the tests out in (conftest.ordered_for_workers): the same tests, with those
-marked `waits` first in each test process's share, and those that share a module's server in one share."""
+marked `waits` first in each test process's share, and those that share a module's server in one share. And what
+the run's processes keep of what they compile."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from types import SimpleNamespace
 from typing import Any
@@ -82,3 +85,10 @@ def test_the_waiting_tests_of_a_module_that_share_its_server_go_to_one_share():
     assert [share[0] for share in shares[1:]] == alone, "a test that shares nothing, to the share with fewest"
     assert shares[1][:3] == [alone[0], *other], "another module's server: a group of its own, to the share with fewest"
     assert Counter(id(item) for share in shares for item in share) == Counter(id(item) for item in items)
+
+
+def test_the_runs_processes_keep_the_bytecode_they_compile():
+    """Under PYTHONDONTWRITEBYTECODE each of the run's processes compiled the app and rewrote the tests again
+    (conftest.py): this one keeps them, and so do the processes it starts."""
+    assert sys.dont_write_bytecode is False
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ
