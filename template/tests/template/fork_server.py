@@ -40,7 +40,10 @@ LIBRARIES += ["joserfc.jwe", "joserfc.jwt", "joserfc.jwk", "authlib.integrations
 LIBRARIES += ["openai.resources.chat.completions", "openai.resources.responses", "openai.lib.streaming.responses"]
 LIBRARIES += ["agents.mcp.manager", "mlflow.openai._agent_tracer", "mlflow.store.tracking.file_store"]
 LIBRARIES += ["mlflow.tracing.export.mlflow_v3", "mlflow.tracing.export.async_export_queue", "sqlite3"]
-LIBRARIES += ["sqlalchemy.dialects.sqlite.aiosqlite", "sqlalchemy.dialects.postgresql.asyncpg"]
+LIBRARIES += ["sqlalchemy.dialects.sqlite.aiosqlite", "sqlalchemy.dialects.postgresql.asyncpg", "netrc"]
+LIBRARIES += ["uvloop", "uvicorn.protocols.http.auto", "uvicorn.protocols.websockets.auto", "uvicorn.lifespan.on"]
+LIBRARIES += ["openai.resources.images", "openai.resources.embeddings", "mlflow.tracing.processor.otel"]
+LIBRARIES += ["fastapi.telemetry._runtime", "databricks.sdk"]  # (databricks.sdk: LLM_PROVIDER=databricks's check)
 
 # The template's own modules (the first line of each says so) read no setting as they are imported either, so the
 # server imports them too: about 0.4 s of CPU less for each app process. Not the owner's (agent.py, and any module
@@ -58,14 +61,17 @@ OWNER_CHECK_SECONDS = 2.0
 
 def serve(folder: str, owner: int) -> None:
     """Listen on `folder`/SOCKET (bound before the imports, so that a request may come at once and wait for
-    them), import LIBRARIES, then fork a watcher for each request until `owner` has ended."""
+    them), import LIBRARIES and the template's modules, build what they defer, then fork a watcher for each request
+    until `owner` has ended."""
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(Path(folder, f"{SOCKET}.new")))
     listener.listen(64)
     os.rename(Path(folder, f"{SOCKET}.new"), Path(folder, SOCKET))  # only once it listens, or a connection is refused
     for name in LIBRARIES:
-        importlib.import_module(name)
+        with contextlib.suppress(ImportError):  # one this app does not install
+            importlib.import_module(name)
     Path(folder, PRELOADED).write_text(json.dumps(import_template_modules()))
+    build_deferred()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     listener.settimeout(OWNER_CHECK_SECONDS)
     while _alive(owner):
@@ -111,6 +117,30 @@ def import_template_modules() -> dict[str, Any]:
         os.environ = environ  # noqa: B003
         sys.meta_path.remove(owners)
     return {"imported": imported, "read": sorted(recording.read)}
+
+
+def build_deferred() -> None:
+    """Build here what a process would build on first use and keep for its life: the pydantic models that openai
+    defers to their first validation (defer_build; 0.75 s for all of them here, about 0.1 s in each app's first
+    turns), and the offline model's strict request validators (agent_server/offline/validation.py: 0.05 to 0.17 s
+    each). A build that fails here is left to the process that needs it."""
+    import pydantic  # imported already, with the libraries
+
+    models, seen = [pydantic.BaseModel], set()
+    while models:
+        for model in models.pop().__subclasses__():
+            if model not in seen:
+                seen.add(model)
+                models.append(model)
+                if not model.__pydantic_complete__:
+                    with contextlib.suppress(Exception):
+                        model.model_rebuild()
+    with contextlib.suppress(Exception):  # (not an app of this template's, or a build that fails)
+        from agent_server.offline.validation import request_validator
+
+        for api in ("chat", "responses"):
+            for streaming in (False, True):
+                request_validator(api, streaming)
 
 
 def _template_modules(root: Path) -> list[str]:
