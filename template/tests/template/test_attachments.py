@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import AppSettings
 from fastapi.testclient import TestClient
-from support import Conversation, reply_text
+from support import Conversation, fresh_database, reply_text
 
 ADA = "ada@example.com"
 PNG = (  # one pixel
@@ -42,7 +42,7 @@ def user(*parts: dict[str, Any], text: str = "What are these?") -> dict[str, Any
 @pytest.fixture
 def client(app_settings: AppSettings, api_mode: str, model_log, tmp_path) -> Iterator[TestClient]:
     app_settings.setenv("MEMORY_BACKEND", "sqlite")
-    app_settings.setenv("MEMORY_DATABASE_URL", str(tmp_path / "conversations.db"))
+    app_settings.setenv("MEMORY_DATABASE_URL", fresh_database(tmp_path / "conversations.db"))
     app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
     from agent_server.app import app
 

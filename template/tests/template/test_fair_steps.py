@@ -16,7 +16,7 @@ import loopback
 import pytest
 import uvloop
 from conftest import AppSettings
-from support import ServerThread, reply_text, sse_events
+from support import ServerThread, fresh_database, reply_text, sse_events
 
 from agent_server.scheduling import fair_steps, turn_starts
 from agent_server.turn.rate_limits import SHARES, Shares
@@ -208,7 +208,7 @@ def test_a_waiting_task_is_cancelled_where_it_stood(run, unhurried):
 def served_fairly(app_settings: AppSettings, api_mode: str, tmp_path):
     app_settings.setenv("RATE_LIMIT_CONCURRENT_TURNS", "10")  # before the app starts: fair steps on
     app_settings.setenv("MEMORY_BACKEND", "sqlite")
-    app_settings.setenv("MEMORY_DATABASE_URL", str(tmp_path / "conversations.db"))
+    app_settings.setenv("MEMORY_DATABASE_URL", fresh_database(tmp_path / "conversations.db"))
     app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
     from agent_server.app import app
 

@@ -13,7 +13,7 @@ import mlflow
 import pytest
 from conftest import AppSettings
 from fastapi.testclient import TestClient
-from support import sse_events
+from support import fresh_database, sse_events
 
 ADA, BOB = "ada@example.com", "bob@example.com"
 
@@ -23,7 +23,7 @@ def serve(app_settings: AppSettings, memory: str, tmp_path) -> TestClient:
     app_settings.setenv("LLM_PROVIDER", "offline")
     app_settings.setenv("LLM_MODEL", "offline")
     app_settings.setenv("MEMORY_BACKEND", memory)
-    app_settings.setenv("MEMORY_DATABASE_URL", str(tmp_path / "conversations.db"))
+    app_settings.setenv("MEMORY_DATABASE_URL", fresh_database(tmp_path / "conversations.db"))
     app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
     from agent_server.app import app
 

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 import sqlalchemy.ext.asyncio as sa_async
 from agents import Agent, function_tool
 from conftest import AppSettings
-from support import ServerThread, reply_text, served_with_memory
+from support import ServerThread, fresh_database, reply_text, served_with_memory
 
 from agent_server import llm
 from agent_server.turn.rate_limits import Shares
@@ -149,7 +149,8 @@ BACKENDS = ["sqlite"] + (["postgres"] if os.environ.get("MEMORY_TEST_POSTGRES_UR
 @pytest.fixture(params=BACKENDS)
 def on_store(request: pytest.FixtureRequest, app_settings: AppSettings, api_mode: str, tmp_path) -> Iterator[str]:
     """The app on SQLite, and on PostgreSQL when MEMORY_TEST_POSTGRES_URL names one; yields the database URL."""
-    url = str(tmp_path / "conversations.db") if request.param == "sqlite" else os.environ["MEMORY_TEST_POSTGRES_URL"]
+    sqlite = request.param == "sqlite"
+    url = fresh_database(tmp_path / "conversations.db") if sqlite else os.environ["MEMORY_TEST_POSTGRES_URL"]
     app_settings.setenv("MEMORY_BACKEND", request.param)
     app_settings.setenv("MEMORY_DATABASE_URL", url)
     app_settings.setenv("MEMORY_USER_HEADER", "x-test-user")
