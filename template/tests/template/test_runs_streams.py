@@ -13,7 +13,7 @@ import pytest
 from support import reply_text, sse_events
 
 from .test_memory import backend  # noqa: F401  (the same SQLite and PostgreSQL as memory's tests)
-from .test_runs import ASK, client, ended, slow, until  # noqa: F401
+from .test_runs import ASK, client, ended, slow, tracing_state, until  # noqa: F401
 
 
 def test_a_background_stream_is_numbered_and_replays_byte_for_byte_from_any_cursor(client):
@@ -108,7 +108,7 @@ def test_a_run_is_one_trace_however_often_its_stream_is_read(client, slow, caplo
     slow.release.set()
     run = ended(client, run_id)
     assert run["status"] == "completed", run["error"]
-    assert run.get("metadata", {}).get("trace_id"), f"no trace: {run}\n{caplog.text}"
+    assert run.get("metadata", {}).get("trace_id"), f"no trace: {run}\n{tracing_state()}\n{caplog.text}"
     trace_id = run["metadata"]["trace_id"]
     for cursor in ("-1", "2"):
         client.get(f"/responses/{run_id}", params={"stream": "true", "starting_after": cursor})
