@@ -44,13 +44,18 @@ def free_ports(count: int) -> list[int]:
                 ports.append(port)
                 if len(ports) == count:
                     break
-            port = port + 1 if port + 1 in HANDED_OUT else HANDED_OUT.start
+            port = _after(port)
         else:
             raise RuntimeError(f"no {count} free loopback ports in {HANDED_OUT}")
         counter.seek(0)
         counter.truncate()
-        counter.write(str(port + 1 if port + 1 in HANDED_OUT else HANDED_OUT.start))
+        counter.write(str(_after(port)))
     return ports
+
+
+def _after(port: int) -> int:
+    """The counter's next port: round to the range's start after its end."""
+    return port + 1 if port + 1 in HANDED_OUT else HANDED_OUT.start
 
 
 def _bindable(port: int) -> bool:
